@@ -1,0 +1,1 @@
+//! LocalExecutionEnvironment. (Being built in part 3.)

@@ -1,0 +1,237 @@
+//! Where tools run: the [`ExecutionEnvironment`] trait and its local implementation.
+//!
+//! Every file and process operation of the tools goes through this trait, so a host can run
+//! the same agent in a container, over SSH or in memory by implementing it. This module is
+//! the only place in the crate that spawns processes (`process.rs`) or uses `unsafe`.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::cancel::CancelToken;
+
+mod local;
+mod process;
+mod search;
+mod wrappers;
+
+// pub use local::LocalExecutionEnvironment; (part 3)
+// pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment}; (part 3)
+
+/// Which stream a chunk of command output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// A command to run (spec §4.1 `exec_command`).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CommandRequest {
+    /// The shell command line.
+    pub command: String,
+    /// How long it may run; the environment clamps it to its maximum.
+    pub timeout: Duration,
+    /// Directory to run in, relative to the working directory; the working directory if
+    /// `None`.
+    pub working_dir: Option<PathBuf>,
+    /// Extra environment variables, added after the environment's filtering policy.
+    pub env: BTreeMap<String, String>,
+}
+
+impl CommandRequest {
+    /// A command with a timeout, in the working directory, with no extra variables.
+    pub fn new(command: impl Into<String>, timeout: Duration) -> CommandRequest {
+        CommandRequest {
+            command: command.into(),
+            timeout,
+            working_dir: None,
+            env: BTreeMap::new(),
+        }
+    }
+}
+
+/// What a command did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ExecResult {
+    /// Captured standard output (head and tail kept when it exceeded the capture cap).
+    pub stdout: String,
+    /// Captured standard error (head and tail kept when it exceeded the capture cap).
+    pub stderr: String,
+    /// Exit code; `None` when the process was killed by a signal.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the process, if any.
+    pub signal: Option<i32>,
+    /// The timeout fired and the process group was terminated.
+    pub timed_out: bool,
+    /// The command was cancelled through its cancel token.
+    pub cancelled: bool,
+    /// Wall-clock time from spawn to return.
+    pub duration: Duration,
+    /// Total bytes the command wrote to stdout (also what was not kept).
+    pub stdout_bytes: u64,
+    /// Total bytes the command wrote to stderr (also what was not kept).
+    pub stderr_bytes: u64,
+    /// Part of the output was dropped from the capture (the totals say how much).
+    pub capture_truncated: bool,
+    /// A process left the command's process group (for example with `setsid`) and may
+    /// still be running; it was not waited for.
+    pub escaped_processes: bool,
+}
+
+/// One entry of [`ExecutionEnvironment::list_directory`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Path relative to the listed directory, `/`-separated.
+    pub name: String,
+    /// Whether it is a directory.
+    pub is_dir: bool,
+    /// Size in bytes for files.
+    pub size: Option<u64>,
+}
+
+/// What [`ExecutionEnvironment::stat`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStat {
+    /// Whether it is a directory.
+    pub is_dir: bool,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification time, where known.
+    pub modified: Option<SystemTime>,
+}
+
+/// A text file read by [`ExecutionEnvironment::read_file`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileContent {
+    /// The requested lines, exactly as in the file (line endings and BOM kept).
+    pub text: String,
+    /// Size of the whole file in bytes.
+    pub size: u64,
+    /// Number of lines in the whole file.
+    pub total_lines: usize,
+}
+
+/// Options of [`ExecutionEnvironment::grep`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GrepOptions {
+    /// Match case-insensitively.
+    pub case_insensitive: bool,
+    /// Only search files whose name matches this glob (`*.rs`, `src/**/*.ts`).
+    pub glob_filter: Option<String>,
+    /// Stop after this many matching lines.
+    pub max_results: usize,
+}
+
+impl Default for GrepOptions {
+    fn default() -> Self {
+        GrepOptions {
+            case_insensitive: false,
+            glob_filter: None,
+            max_results: 100,
+        }
+    }
+}
+
+/// One matching line.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GrepMatch {
+    /// The file, as given or relative to the searched directory.
+    pub path: String,
+    /// 1-based line number.
+    pub line_number: u64,
+    /// The line, without its line ending.
+    pub line: String,
+}
+
+/// The result of a search.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GrepOutput {
+    /// Matching lines, ordered by path then line number.
+    pub matches: Vec<GrepMatch>,
+    /// More matches existed than `max_results`.
+    pub truncated: bool,
+}
+
+/// Called with each chunk of command output as it arrives, from a reader thread.
+pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
+
+/// Where tools run (spec §4.1). Object-safe and `Send + Sync`: a session holds an
+/// `Arc<dyn ExecutionEnvironment>` and calls it from several tool threads at once.
+///
+/// Relative paths resolve against [`working_directory`](Self::working_directory).
+/// Errors are `io::Error`s whose message says what happened in words a model can act on.
+pub trait ExecutionEnvironment: Send + Sync {
+    /// Reads a text file; `offset` is the 1-based first line, `limit` the number of lines.
+    /// A binary file is an error of kind `InvalidData`.
+    fn read_file(
+        &self,
+        path: &Path,
+        offset: Option<usize>,
+        limit: Option<usize>,
+    ) -> io::Result<FileContent>;
+
+    /// Reads a whole file as bytes (images, exact-content edits).
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>>;
+
+    /// Writes a whole file atomically, creating parent directories and keeping an existing
+    /// file's permissions.
+    fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()>;
+
+    /// Removes a file (not a directory).
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+
+    /// Whether anything exists at `path`.
+    fn file_exists(&self, path: &Path) -> bool;
+
+    /// Metadata of `path`.
+    fn stat(&self, path: &Path) -> io::Result<FileStat>;
+
+    /// Lists `path` to `depth` levels (1 = direct children), sorted by name.
+    fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>>;
+
+    /// Runs a shell command; `on_output` receives chunks live; `cancel` stops it (the
+    /// process group is terminated and the partial result returned with `cancelled`).
+    fn exec_command(
+        &self,
+        request: &CommandRequest,
+        on_output: OutputCallback<'_>,
+        cancel: &CancelToken,
+    ) -> io::Result<ExecResult>;
+
+    /// Searches file contents under `path` for the regex `pattern`.
+    fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput>;
+
+    /// Finds files matching `pattern` under `path`, newest first.
+    fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>>;
+
+    /// Prepares the environment (called once when a session starts).
+    fn initialize(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Releases what the environment holds (called when a session ends).
+    fn cleanup(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// The directory relative paths resolve against.
+    fn working_directory(&self) -> &Path;
+
+    /// `"linux"`, `"darwin"`, `"windows"`, …
+    fn platform(&self) -> String;
+
+    /// A human-readable OS version.
+    fn os_version(&self) -> String;
+
+    /// The longest command timeout this environment allows. Default 600 s.
+    fn max_command_timeout(&self) -> Duration {
+        Duration::from_secs(600)
+    }
+}

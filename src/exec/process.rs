@@ -1,0 +1,1 @@
+//! Process-group spawning and killing. (Being built in part 3.)

@@ -1,0 +1,1 @@
+//! grep and glob. (Being built in part 3.)

@@ -1,0 +1,1 @@
+//! Composable wrappers. (Being built in part 3.)

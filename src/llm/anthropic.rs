@@ -1,0 +1,1 @@
+//! The Anthropic Messages wire format. (Being built in part 1.)

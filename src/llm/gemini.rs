@@ -1,0 +1,1 @@
+//! The Gemini generateContent wire format. (Being built in part 2.)

@@ -1,0 +1,1 @@
+//! The OpenAI Responses wire format. (Being built in part 2.)

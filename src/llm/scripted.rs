@@ -1,0 +1,1 @@
+//! A scripted offline model. (Being built in part 5.)

@@ -1,0 +1,278 @@
+//! A sans-IO server-sent-events parser: bytes in, events out.
+//!
+//! It implements the WHATWG event-stream rules: `\n`, `\r\n` and bare `\r` line ends (also
+//! when a `\r\n` pair is split across two reads), `data:` lines joined with `\n`, `event:`,
+//! `id:` (ignored when it contains NUL) and `retry:` (digits only) fields, comment lines
+//! starting with `:`, a leading byte-order mark, and UTF-8 characters split across reads
+//! (lines are split on bytes and decoded whole). One departure, on purpose: at the end of
+//! the stream a pending event without its closing blank line is still dispatched by
+//! [`Parser::finish`], because real servers end streams that way.
+//!
+//! The parser never allocates per byte and never copies a line that arrives whole within
+//! one chunk; it does no I/O and knows nothing of providers.
+
+use memchr::{memchr, memchr2};
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Event {
+    /// The `event:` field, if the event had a non-empty one.
+    pub event: Option<String>,
+    /// The `data:` lines joined with `\n`.
+    pub data: String,
+    /// The last event id seen so far in the stream, if any.
+    pub id: Option<String>,
+    /// The `retry:` value (milliseconds) if this event carried one.
+    pub retry: Option<u64>,
+}
+
+/// The parser state between chunks.
+#[derive(Debug, Default)]
+pub struct Parser {
+    /// An incomplete line carried over from the previous chunk.
+    line: Vec<u8>,
+    /// The previous chunk ended in `\r`: a `\n` starting the next chunk belongs to it.
+    skip_lf: bool,
+    /// No line has been processed yet (a BOM may lead the first one).
+    started: bool,
+    data: String,
+    event: String,
+    last_id: Option<String>,
+    retry: Option<u64>,
+    /// A `retry:` seen since the last dispatch, reported on the next event.
+    pending_retry: Option<u64>,
+}
+
+impl Parser {
+    /// A parser at the start of a stream.
+    pub fn new() -> Parser {
+        Parser::default()
+    }
+
+    /// Feeds the next chunk of the body; complete events are pushed to `out`.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        let mut input = chunk;
+        if self.skip_lf && !input.is_empty() {
+            if input[0] == b'\n' {
+                input = &input[1..];
+            }
+            self.skip_lf = false;
+        }
+        while let Some(i) = memchr2(b'\n', b'\r', input) {
+            if self.line.is_empty() {
+                self.process_line(&input[..i], out);
+            } else {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(&input[..i]);
+                self.process_line(&line, out);
+                line.clear();
+                self.line = line;
+            }
+            let mut next = i + 1;
+            if input[i] == b'\r' {
+                if next < input.len() {
+                    if input[next] == b'\n' {
+                        next += 1;
+                    }
+                } else {
+                    self.skip_lf = true;
+                }
+            }
+            input = &input[next..];
+        }
+        self.line.extend_from_slice(input);
+    }
+
+    /// Ends the stream: a pending unterminated line is processed and a pending event
+    /// without its closing blank line is dispatched.
+    pub fn finish(&mut self, out: &mut Vec<Event>) {
+        if !self.line.is_empty() {
+            let line = std::mem::take(&mut self.line);
+            self.process_line(&line, out);
+        }
+        self.dispatch(out);
+        self.skip_lf = false;
+    }
+
+    /// The `retry:` value most recently seen, in milliseconds.
+    pub fn retry(&self) -> Option<u64> {
+        self.retry
+    }
+
+    fn process_line(&mut self, mut line: &[u8], out: &mut Vec<Event>) {
+        if !self.started {
+            self.started = true;
+            if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
+                line = rest;
+            }
+        }
+        if line.is_empty() {
+            self.dispatch(out);
+            return;
+        }
+        if line[0] == b':' {
+            return; // comment (keep-alive)
+        }
+        let (name, value) = match memchr(b':', line) {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &b""[..]),
+        };
+        match name {
+            b"data" => {
+                push_utf8(&mut self.data, value);
+                self.data.push('\n');
+            }
+            b"event" => {
+                self.event.clear();
+                push_utf8(&mut self.event, value);
+            }
+            b"id" if memchr(0, value).is_none() => {
+                let mut id = String::new();
+                push_utf8(&mut id, value);
+                self.last_id = if id.is_empty() { None } else { Some(id) };
+            }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                // All ASCII digits: valid UTF-8; too many digits to fit is ignored.
+                self.retry = std::str::from_utf8(value).ok().and_then(|t| t.parse().ok());
+                self.pending_retry = self.retry;
+            }
+            _ => {}
+        }
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<Event>) {
+        let retry = self.pending_retry.take();
+        if self.data.is_empty() {
+            self.event.clear();
+            return;
+        }
+        self.data.pop(); // the trailing '\n'
+        let event = if self.event.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.event))
+        };
+        out.push(Event {
+            event,
+            data: std::mem::take(&mut self.data),
+            id: self.last_id.clone(),
+            retry,
+        });
+    }
+}
+
+fn push_utf8(dst: &mut String, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => dst.push_str(s),
+        Err(_) => dst.push_str(&String::from_utf8_lossy(bytes)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(input: &[u8]) -> Vec<Event> {
+        let mut p = Parser::new();
+        let mut out = Vec::new();
+        p.feed(input, &mut out);
+        p.finish(&mut out);
+        out
+    }
+
+    fn parse_split(input: &[u8], at: usize) -> Vec<Event> {
+        let mut p = Parser::new();
+        let mut out = Vec::new();
+        p.feed(&input[..at], &mut out);
+        p.feed(&input[at..], &mut out);
+        p.finish(&mut out);
+        out
+    }
+
+    const SAMPLE: &str = "\u{feff}: keep-alive\nevent: message_start\ndata: {\"a\":1}\n\n\
+        data: first\ndata: second\nid: 7\n\nretry: 1500\ndata: é–✓\n\nevent: ping\n\n\
+        data\n\ndata: tail";
+
+    fn expected() -> Vec<Event> {
+        vec![
+            Event {
+                event: Some("message_start".into()),
+                data: "{\"a\":1}".into(),
+                id: None,
+                retry: None,
+            },
+            Event {
+                event: None,
+                data: "first\nsecond".into(),
+                id: Some("7".into()),
+                retry: None,
+            },
+            Event {
+                event: None,
+                data: "é–✓".into(),
+                id: Some("7".into()),
+                retry: Some(1500),
+            },
+            Event {
+                event: None,
+                data: "".into(),
+                id: Some("7".into()),
+                retry: None,
+            },
+            Event {
+                event: None,
+                data: "tail".into(),
+                id: Some("7".into()),
+                retry: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn parses_fields_comments_and_unterminated_tail() {
+        assert_eq!(parse_all(SAMPLE.as_bytes()), expected());
+    }
+
+    #[test]
+    fn every_split_point_and_every_line_ending_give_the_same_events() {
+        for ending in ["\n", "\r\n", "\r"] {
+            let input = SAMPLE.replace('\n', ending);
+            let bytes = input.as_bytes();
+            for at in 0..=bytes.len() {
+                assert_eq!(
+                    parse_split(bytes, at),
+                    expected(),
+                    "ending {ending:?} split {at}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn byte_at_a_time_matches_whole() {
+        let input = SAMPLE.replace('\n', "\r\n");
+        let mut p = Parser::new();
+        let mut out = Vec::new();
+        for b in input.as_bytes() {
+            p.feed(std::slice::from_ref(b), &mut out);
+        }
+        p.finish(&mut out);
+        assert_eq!(out, expected());
+    }
+
+    #[test]
+    fn id_with_nul_is_ignored_and_bad_retry_is_ignored() {
+        let events = parse_all(b"id: a\0b\nretry: 12x\ndata: x\n\n");
+        assert_eq!(events[0].id, None);
+        assert_eq!(events[0].retry, None);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_not_a_panic() {
+        let events = parse_all(b"data: a\xffb\n\n");
+        assert_eq!(events[0].data, "a\u{fffd}b");
+    }
+}

@@ -1,0 +1,1 @@
+//! Provider profiles. (Being built in part 6.)

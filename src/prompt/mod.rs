@@ -1,0 +1,1 @@
+//! System prompt layers. (Being built in part 6.)

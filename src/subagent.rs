@@ -1,0 +1,1 @@
+//! Subagents. (Being built in part 6.)

@@ -1,0 +1,1 @@
+//! Applying a parsed v4a patch. (Being built in part 4.)

@@ -1,0 +1,1 @@
+//! Parsing the v4a patch format. (Being built in part 4.)

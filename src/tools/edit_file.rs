@@ -1,0 +1,1 @@
+//! The `edit_file` tool. (Being built in part 4.)

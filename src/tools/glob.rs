@@ -1,0 +1,1 @@
+//! The `glob` tool. (Being built in part 4.)

@@ -1,0 +1,1 @@
+//! The `grep` tool. (Being built in part 4.)

@@ -1,0 +1,1 @@
+//! The `list_dir` tool. (Being built in part 4.)

@@ -1,0 +1,287 @@
+//! Tools: the registry, argument validation, output truncation and the shared executors.
+//!
+//! A tool is a [`ToolDefinition`] (what the model sees) plus an executor (what runs). The
+//! pipeline for one call is: look up → validate ([`ToolRegistry::prepare`]) → (the session's
+//! approval hook) → execute ([`PreparedCall::run`]) → truncate ([`truncate`]) → the model
+//! gets the truncated text, the host's `TOOL_CALL_END` event gets the full text.
+//!
+//! A tool failure is never a Rust error of the session: it is a [`ToolOutcome`] with
+//! `is_error = true` whose text tells the model what went wrong and what to do instead.
+//! Executors talk only to the [`ExecutionEnvironment`]; they never touch the filesystem or
+//! spawn processes themselves.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::cancel::CancelToken;
+use crate::exec::{ExecutionEnvironment, OutputCallback};
+use crate::llm::{ImageData, ToolCall, ToolKind};
+
+pub use crate::llm::{FreeformFormat, ToolDefinition};
+
+pub mod apply_patch;
+pub mod schema;
+pub mod truncate;
+
+mod edit_file;
+mod glob;
+mod grep;
+mod list_dir;
+mod read_file;
+mod read_many_files;
+mod shell;
+mod write_file;
+
+/// What an executor receives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolInput {
+    /// Validated JSON arguments of a function call.
+    Json(Map<String, Value>),
+    /// The raw text of a freeform (custom) call.
+    Freeform(String),
+}
+
+/// What an executor returns on success.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutput {
+    /// The text for the model (before truncation) and for the host (in full).
+    pub text: String,
+    /// An image for models that accept images (for example `read_file` on a PNG).
+    pub image: Option<ImageData>,
+}
+
+impl ToolOutput {
+    /// A text-only output.
+    pub fn text(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            image: None,
+        }
+    }
+}
+
+impl From<String> for ToolOutput {
+    fn from(text: String) -> Self {
+        ToolOutput::text(text)
+    }
+}
+
+/// Everything an executor may use besides its arguments.
+#[non_exhaustive]
+pub struct ToolContext<'a> {
+    /// Where to run.
+    pub env: &'a dyn ExecutionEnvironment,
+    /// The id of the call being executed.
+    pub call_id: &'a str,
+    /// Cancelled when the session is interrupted or aborted.
+    pub cancel: &'a CancelToken,
+    /// Receives live command output (for `TOOL_CALL_OUTPUT_DELTA`).
+    pub on_output: OutputCallback<'a>,
+    /// Timeout for commands that do not set one (profile or session default).
+    pub default_timeout: Duration,
+    /// Upper bound for any command timeout.
+    pub max_timeout: Duration,
+}
+
+impl<'a> ToolContext<'a> {
+    /// A context with the spec's default timeouts (10 s, at most 600 s) and output ignored.
+    pub fn new(
+        env: &'a dyn ExecutionEnvironment,
+        call_id: &'a str,
+        cancel: &'a CancelToken,
+    ) -> Self {
+        ToolContext {
+            env,
+            call_id,
+            cancel,
+            on_output: &|_, _| {},
+            default_timeout: Duration::from_secs(10),
+            max_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The function that runs a tool. An `Err` is a message for the model.
+pub type ToolExecutor =
+    Arc<dyn Fn(ToolInput, &ToolContext<'_>) -> Result<ToolOutput, String> + Send + Sync>;
+
+/// A definition plus its executor.
+#[derive(Clone)]
+pub struct RegisteredTool {
+    /// What the model sees.
+    pub definition: ToolDefinition,
+    /// What runs.
+    pub executor: ToolExecutor,
+}
+
+impl fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("definition", &self.definition)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegisteredTool {
+    /// A tool from a definition and a closure.
+    pub fn new(
+        definition: ToolDefinition,
+        executor: impl Fn(ToolInput, &ToolContext<'_>) -> Result<ToolOutput, String>
+        + Send
+        + Sync
+        + 'static,
+    ) -> RegisteredTool {
+        RegisteredTool {
+            definition,
+            executor: Arc::new(executor),
+        }
+    }
+}
+
+/// The tools of a profile, by name. Registration order is kept:
+/// [`definitions`](Self::definitions) lists tools in the order they were first registered, so the tool list
+/// a model sees is stable from request to request (prompt caching depends on it).
+#[derive(Clone, Default, Debug)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, (usize, RegisteredTool)>,
+    next_order: usize,
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> ToolRegistry {
+        ToolRegistry::default()
+    }
+
+    /// Adds `tool`, replacing one with the same name (latest wins; the replaced tool's
+    /// position in the list is kept).
+    pub fn register(&mut self, tool: RegisteredTool) {
+        let name = tool.definition.name.clone();
+        match self.tools.get_mut(&name) {
+            Some(slot) => slot.1 = tool,
+            None => {
+                self.tools.insert(name, (self.next_order, tool));
+                self.next_order += 1;
+            }
+        }
+    }
+
+    /// Removes the tool called `name`; returns it if it was there.
+    pub fn unregister(&mut self, name: &str) -> Option<RegisteredTool> {
+        self.tools.remove(name).map(|(_, tool)| tool)
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.get(name).map(|(_, tool)| tool)
+    }
+
+    /// Every definition, in registration order.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.ordered().map(|t| t.definition.clone()).collect()
+    }
+
+    /// Every tool name, in registration order.
+    pub fn names(&self) -> Vec<String> {
+        self.ordered().map(|t| t.definition.name.clone()).collect()
+    }
+
+    fn ordered(&self) -> impl Iterator<Item = &RegisteredTool> {
+        let mut tools: Vec<&(usize, RegisteredTool)> = self.tools.values().collect();
+        tools.sort_by_key(|(order, _)| *order);
+        tools.into_iter().map(|(_, tool)| tool)
+    }
+
+    /// Looks up and validates `call`. An `Err` is the error text for the model
+    /// (unknown tool, invalid JSON, schema violation).
+    pub fn prepare(&self, call: &ToolCall) -> Result<PreparedCall, String> {
+        let Some(tool) = self.get(&call.name) else {
+            let mut names = self.names();
+            names.sort();
+            return Err(format!(
+                "Unknown tool: {}. Available tools: {}.",
+                call.name,
+                names.join(", ")
+            ));
+        };
+        let input = match (call.kind, &call.arguments) {
+            (ToolKind::Custom, Value::String(raw)) => ToolInput::Freeform(raw.clone()),
+            (_, args) => ToolInput::Json(schema::parse_arguments(
+                &call.name,
+                args,
+                &tool.definition.parameters,
+            )?),
+        };
+        Ok(PreparedCall {
+            tool: tool.clone(),
+            input,
+        })
+    }
+}
+
+/// A call that passed lookup and validation, ready to run.
+#[derive(Debug, Clone)]
+pub struct PreparedCall {
+    tool: RegisteredTool,
+    input: ToolInput,
+}
+
+/// The result of running one tool call, before truncation.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutcome {
+    /// The full output or error text.
+    pub text: String,
+    /// Whether the tool failed.
+    pub is_error: bool,
+    /// An image for the model, if the tool returned one.
+    pub image: Option<ImageData>,
+}
+
+impl PreparedCall {
+    /// The validated input.
+    pub fn input(&self) -> &ToolInput {
+        &self.input
+    }
+
+    /// The tool's definition.
+    pub fn definition(&self) -> &ToolDefinition {
+        &self.tool.definition
+    }
+
+    /// Runs the executor. A panic in the executor becomes an error outcome.
+    pub fn run(self, ctx: &ToolContext<'_>) -> ToolOutcome {
+        let name = self.tool.definition.name.clone();
+        let executor = self.tool.executor;
+        let input = self.input;
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| executor(input, ctx)));
+        match result {
+            Ok(Ok(output)) => ToolOutcome {
+                text: output.text,
+                is_error: false,
+                image: output.image,
+            },
+            Ok(Err(message)) => ToolOutcome {
+                text: format!("Tool error ({name}): {message}"),
+                is_error: true,
+                image: None,
+            },
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                ToolOutcome {
+                    text: format!("Tool error ({name}): the tool crashed: {what}"),
+                    is_error: true,
+                    image: None,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The `read_file` tool. (Being built in part 4.)

@@ -1,0 +1,1 @@
+//! The `shell` tool. (Being built in part 4.)

@@ -1,0 +1,1 @@
+//! The `write_file` tool. (Being built in part 4.)

@@ -1,0 +1,2 @@
+//! Test support: a loopback HTTP server, workspaces, helpers.
+#![allow(dead_code)]
