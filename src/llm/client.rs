@@ -135,6 +135,33 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Streams the response to `request` (see [`stream_with_cancel`](Self::stream_with_cancel)).
+    pub fn stream(&self, request: &Request) -> Result<EventStream> {
+        self.stream_with_cancel(request, &CancelToken::new())
+    }
+
+    /// Streams the response to `request`; `cancel` ends it from another thread, also while
+    /// this call is still waiting for the provider to answer.
+    ///
+    /// (Part 1 adds the retry policy here: retries happen only before the first event has
+    /// been handed to the caller.)
+    pub fn stream_with_cancel(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+    ) -> Result<EventStream> {
+        let provider = self.provider_for(request)?;
+        let inner = provider.open(request, cancel)?;
+        Ok(EventStream::new(inner, cancel.clone()))
+    }
+
+    /// Sends `request` and returns the whole response (streams internally).
+    pub fn complete(&self, request: &Request) -> Result<Response> {
+        self.stream(request)?.into_response()
+    }
+}
+
 /// A streamed response: an iterator of events with a cancel handle.
 pub struct EventStream {
     inner: Box<dyn Iterator<Item = Result<StreamEvent>> + Send>,
