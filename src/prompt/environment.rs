@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use crate::exec::ExecutionEnvironment;
 
-use super::git::{self, GitSnapshot};
+use super::git::{self, GitSnapshot, SnapshotOutcome};
 
 /// What the agent is told about its surroundings, captured once when a session starts.
 ///
@@ -20,7 +20,8 @@ use super::git::{self, GitSnapshot};
 pub struct EnvironmentContext {
     /// The working directory of the execution environment.
     pub working_directory: PathBuf,
-    /// Whether the working directory is inside a git work tree.
+    /// Whether the working directory is inside a git work tree: a `.git` entry exists at
+    /// or above it, and git, when it can run, does not deny it.
     pub is_git_repository: bool,
     /// The checked-out branch (`"HEAD detached at 1a2b3c4"` when detached), if known.
     pub git_branch: Option<String>,
@@ -60,9 +61,19 @@ impl EnvironmentContext {
         now: SystemTime,
     ) -> EnvironmentContext {
         let working_directory = env.working_directory().to_path_buf();
-        let git_root = git::find_git_root(env, &working_directory);
+        // No `.git` at or above the directory: not a repository, and no process needed.
+        let mut git_root = git::find_git_root(env, &working_directory);
         let snapshot = match &git_root {
-            Some(_) => git::capture_snapshot(env),
+            Some(_) => match git::capture_snapshot(env) {
+                SnapshotOutcome::Captured(snapshot) => Some(snapshot),
+                SnapshotOutcome::NotARepository => {
+                    // A `.git` entry git does not recognise (or one that git ignores,
+                    // as inside the `.git` directory itself): trust git.
+                    git_root = None;
+                    None
+                }
+                SnapshotOutcome::Unavailable => None,
+            },
             None => None,
         };
         let git_branch = match (&snapshot, &git_root) {
@@ -72,7 +83,7 @@ impl EnvironmentContext {
         };
         EnvironmentContext {
             working_directory,
-            is_git_repository: git_root.is_some() || snapshot.is_some(),
+            is_git_repository: git_root.is_some(),
             git_branch,
             platform: env.platform(),
             os_version: env.os_version(),

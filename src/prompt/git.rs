@@ -127,9 +127,19 @@ pub fn find_git_root(env: &dyn ExecutionEnvironment, start: &Path) -> Option<Pat
         .map(Path::to_path_buf)
 }
 
-/// Runs the snapshot script once; `None` when git is missing, the directory is not a work
-/// tree, the command could not run, or its output is unusable.
-pub(crate) fn capture_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnapshot> {
+/// What the snapshot command found.
+#[derive(Debug)]
+pub(crate) enum SnapshotOutcome {
+    /// Git answered.
+    Captured(GitSnapshot),
+    /// Git ran and said the working directory is not inside a work tree.
+    NotARepository,
+    /// Git is missing, the command could not run, or its output was unusable.
+    Unavailable,
+}
+
+/// Runs the snapshot script once.
+pub(crate) fn capture_snapshot(env: &dyn ExecutionEnvironment) -> SnapshotOutcome {
     let script = format!(
         "command -v git >/dev/null 2>&1 || exit {GIT_MISSING}\n\
          git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit {NOT_A_REPOSITORY}\n\
@@ -150,13 +160,17 @@ pub(crate) fn capture_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnap
         request.env.insert(name.to_string(), value.to_string());
     }
     let ignore_output = |_: OutputStream, _: &[u8]| {};
-    let result = env
-        .exec_command(&request, &ignore_output, &CancelToken::new())
-        .ok()?;
-    if matches!(result.exit_code, Some(GIT_MISSING | NOT_A_REPOSITORY)) {
-        return None;
+    let Ok(result) = env.exec_command(&request, &ignore_output, &CancelToken::new()) else {
+        return SnapshotOutcome::Unavailable;
+    };
+    match result.exit_code {
+        Some(NOT_A_REPOSITORY) => SnapshotOutcome::NotARepository,
+        Some(GIT_MISSING) => SnapshotOutcome::Unavailable,
+        _ => match parse_snapshot(&result.stdout) {
+            Some(snapshot) => SnapshotOutcome::Captured(snapshot),
+            None => SnapshotOutcome::Unavailable,
+        },
     }
-    parse_snapshot(&result.stdout)
 }
 
 /// Reads the branch from `<root>/.git/HEAD` (following a `gitdir:` file), for when the git
