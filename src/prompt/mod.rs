@@ -279,6 +279,75 @@ mod tests {
     }
 
     #[test]
+    fn each_base_prompt_covers_the_topics_of_its_profile() {
+        let shared = [
+            "coding agent",
+            "glob",
+            "grep",
+            "read_file",
+            "shell",
+            "non-interactive",
+            "timeout_ms",
+            "Never claim",
+            "blocked",
+            "spawn_agent",
+            "summary",
+        ];
+        let own: [(&str, &[&str]); 3] = [
+            (
+                "openai",
+                &[
+                    "apply_patch",
+                    "*** Begin Patch",
+                    "*** End Patch",
+                    "*** Add File: ",
+                    "*** Update File: ",
+                    "*** Delete File: ",
+                    "*** Move to: ",
+                    "@@",
+                    "3 lines",
+                    "relative to the working directory",
+                    "several files",
+                ],
+            ),
+            (
+                "anthropic",
+                &[
+                    "edit_file",
+                    "old_string",
+                    "unique",
+                    "replace_all",
+                    "indentation",
+                    "Read before you edit",
+                    "Prefer editing to rewriting",
+                ],
+            ),
+            (
+                "gemini",
+                &[
+                    "GEMINI.md",
+                    "AGENTS.md",
+                    "deeper in the tree",
+                    "read_many_files",
+                    "list_dir",
+                ],
+            ),
+        ];
+        for (id, topics) in own {
+            let text = base_instructions(id).unwrap();
+            for topic in shared.iter().chain(topics.iter()) {
+                assert!(text.contains(topic), "{id} prompt lacks {topic:?}");
+            }
+        }
+        assert!(
+            !base_instructions("anthropic")
+                .unwrap()
+                .contains("apply_patch")
+        );
+        assert!(!base_instructions("openai").unwrap().contains("edit_file"));
+    }
+
+    #[test]
     fn base_instructions_are_80_to_200_lines_each() {
         for id in ["openai", "anthropic", "gemini"] {
             let lines = base_instructions(id).unwrap().lines().count();
