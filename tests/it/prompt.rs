@@ -420,3 +420,97 @@ fn a_linked_worktree_branch_is_found_through_its_gitdir_file() {
     assert!(context.is_git_repository);
     assert_eq!(context.git_branch.as_deref(), Some("side-branch"));
 }
+
+#[test]
+fn the_git_snapshot_reports_branch_status_counts_and_recent_subjects() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    git(root, &["init", "-q", "-b", "snapshot-branch"]);
+    for i in 0..12 {
+        write(&root.join("tracked.txt"), &format!("{i}\n"));
+        git(root, &["add", "tracked.txt"]);
+        git(root, &["commit", "-q", "-m", &format!("change number {i}")]);
+    }
+    write(&root.join("tracked.txt"), "modified\n");
+    write(&root.join("staged.txt"), "staged\n");
+    git(root, &["add", "staged.txt"]);
+    write(&root.join("untracked-1.txt"), "u\n");
+    write(&root.join("untracked-2.txt"), "u\n");
+    let env = LocalExecutionEnvironment::new(root);
+
+    let context = EnvironmentContext::capture_at(&env, "gpt-5", fixed_now());
+
+    let snapshot = context.git.as_ref().expect("git ran and answered");
+    assert_eq!(snapshot.branch.as_deref(), Some("snapshot-branch"));
+    assert_eq!(context.git_branch.as_deref(), Some("snapshot-branch"));
+    let expected: Vec<String> = (2..12)
+        .rev()
+        .map(|i| format!("change number {i}"))
+        .collect();
+    assert_eq!(
+        snapshot.recent_commits, expected,
+        "the last 10, newest first"
+    );
+    let counts = snapshot.status.expect("status finished");
+    assert_eq!(
+        (
+            counts.staged,
+            counts.modified,
+            counts.untracked,
+            counts.conflicted
+        ),
+        (1, 1, 2, 0)
+    );
+
+    let text = context.render();
+    let environment_end = text.find("</environment>").unwrap();
+    let git_start = text.find("<git>\n").expect("a git block");
+    assert!(
+        environment_end < git_start,
+        "the git block follows the environment"
+    );
+    assert!(
+        text.contains("Status: 1 staged, 1 modified, 2 untracked\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- change number 11\n- change number 10\n"),
+        "{text}"
+    );
+    assert!(!text.contains("change number 1\n"), "{text}");
+}
+
+#[test]
+fn a_detached_head_is_named_with_its_short_commit() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    git(root, &["init", "-q", "-b", "trunk"]);
+    write(&root.join("a.txt"), "a");
+    git(root, &["add", "a.txt"]);
+    git(root, &["commit", "-q", "-m", "only commit"]);
+    git(root, &["checkout", "-q", "--detach", "HEAD"]);
+    let env = LocalExecutionEnvironment::new(root);
+
+    let context = EnvironmentContext::capture_at(&env, "m", fixed_now());
+
+    let branch = context.git_branch.expect("a branch description");
+    assert!(branch.starts_with("HEAD detached at "), "{branch}");
+    assert!(context.git.is_some());
+}
+
+#[test]
+fn a_stray_dot_git_that_git_rejects_is_not_a_repository() {
+    let temp = tempfile::tempdir().unwrap();
+    fs::create_dir_all(temp.path().join(".git")).unwrap();
+    let env = LocalExecutionEnvironment::new(temp.path());
+
+    let context = EnvironmentContext::capture_at(&env, "m", fixed_now());
+
+    assert!(!context.is_git_repository);
+    assert_eq!(context.git, None);
+    assert!(
+        context
+            .render()
+            .contains("Is git repository: false\nGit branch: none\n")
+    );
+}
