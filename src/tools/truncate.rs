@@ -110,7 +110,11 @@ pub fn truncate_tool_output(
 
 /// Character truncation (spec §5.1): returns the text and the number of characters removed.
 /// The output is borrowed when nothing was cut.
-pub fn truncate_output(output: &str, max_chars: usize, mode: TruncationMode) -> (Cow<'_, str>, usize) {
+pub fn truncate_output(
+    output: &str,
+    max_chars: usize,
+    mode: TruncationMode,
+) -> (Cow<'_, str>, usize) {
     // A string of at most `max_chars` bytes has at most `max_chars` chars: no count needed.
     if output.len() <= max_chars {
         return (Cow::Borrowed(output), 0);
@@ -303,7 +307,10 @@ mod tests {
 
     #[test]
     fn line_truncation_keeps_head_and_tail_lines_with_the_spec_marker() {
-        let output = (1..=10).map(|i| i.to_string()).collect::<Vec<_>>().join("\n");
+        let output = (1..=10)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
         let (text, omitted) = truncate_lines(&output, 4);
         assert_eq!(text, "1\n2\n[... 6 lines omitted ...]\n9\n10");
         assert_eq!(omitted, 6);
@@ -341,11 +348,18 @@ mod tests {
 
     #[test]
     fn shell_output_is_cut_to_256_lines_after_characters() {
-        let output = (0..1000).map(|i| format!("l{i}")).collect::<Vec<_>>().join("\n");
+        let output = (0..1000)
+            .map(|i| format!("l{i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
         let truncated = truncate_tool_output(&output, "shell", &no_limits(), &no_limits());
         assert_eq!(truncated.removed_chars, 0);
         assert_eq!(truncated.removed_lines, 1000 - 256);
-        assert!(truncated.text.contains("\nl127\n[... 744 lines omitted ...]\nl872\n"));
+        assert!(
+            truncated
+                .text
+                .contains("\nl127\n[... 744 lines omitted ...]\nl872\n")
+        );
     }
 
     #[test]
@@ -353,7 +367,10 @@ mod tests {
         let chars = BTreeMap::from([("grep".to_string(), 5)]);
         let lines = BTreeMap::from([("read_file".to_string(), 2)]);
         let grep = truncate_tool_output("0123456789", "grep", &chars, &no_limits());
-        assert!(grep.text.starts_with("[WARNING: Tool output was truncated. First 5"));
+        assert!(
+            grep.text
+                .starts_with("[WARNING: Tool output was truncated. First 5")
+        );
         assert!(grep.text.ends_with("56789"));
         let read = truncate_tool_output("a\nb\nc", "read_file", &no_limits(), &lines);
         assert_eq!(read.text, "a\n[... 1 lines omitted ...]\nc");
