@@ -11,13 +11,96 @@ use std::time::{Duration, SystemTime};
 
 use crate::cancel::CancelToken;
 
+mod env;
+mod files;
 mod local;
 mod process;
 mod search;
 mod wrappers;
 
-// pub use local::LocalExecutionEnvironment; (part 3)
-// pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment}; (part 3)
+pub use local::LocalExecutionEnvironment;
+pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment};
+
+/// Which variables of the base environment commands inherit (spec §4.2), before the
+/// include and exclude lists of an [`EnvPolicy`] apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum EnvInherit {
+    /// Everything except secrets: names ending in `_API_KEY`, `_SECRET`, `_TOKEN`,
+    /// `_PASSWORD`, `_CREDENTIAL` (and similar) and values shaped like credentials.
+    #[default]
+    All,
+    /// Only the core variables shells and toolchains need (`PATH`, `HOME`, `USER`, `SHELL`,
+    /// `LANG`, `LC_*`, `TERM`, `TMPDIR`, `GOPATH`, `CARGO_HOME`, `NVM_DIR`, `JAVA_HOME`, …).
+    CoreOnly,
+    /// Nothing: commands start with a clean environment plus the include list.
+    Nothing,
+}
+
+/// Which environment variables commands get (spec §4.2). The default inherits everything
+/// except secrets.
+///
+/// Rules, first match wins: a name matching `exclude` is dropped; a name matching `include`
+/// is kept (even a secret: explicit is allowed); under [`EnvInherit::Nothing`] everything
+/// else is dropped; core names are kept; names that say they hold a secret (`*_API_KEY`,
+/// `*_SECRET`, `*_TOKEN`, `*_PASSWORD`, `*_CREDENTIAL`, `*_ACCESS_KEY`, `*_SECRET_KEY`,
+/// `*_PRIVATE_KEY`, `*_APIKEY`, `*_PASSWD`, and those words alone, ignoring case) are
+/// dropped; values that look like a credential (`sk-…`, `ghp_…`, `github_pat_…`, `xoxb-…`,
+/// `AKIA…`, `AIza…`, a PEM private key, …) are dropped whatever the name; the rest is kept
+/// under [`EnvInherit::All`] only. Patterns ignore ASCII case and `*` matches any run of
+/// characters. Variables a [`CommandRequest`] sets explicitly are added after filtering.
+///
+/// ```
+/// use agentloop::exec::EnvPolicy;
+///
+/// let policy = EnvPolicy::core_only().include("NPM_CONFIG_*").exclude("TMPDIR");
+/// assert_eq!(policy.include, ["NPM_CONFIG_*"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct EnvPolicy {
+    /// What is inherited before the lists apply.
+    pub inherit: EnvInherit,
+    /// Name patterns always inherited (unless excluded).
+    pub include: Vec<String>,
+    /// Name patterns never inherited.
+    pub exclude: Vec<String>,
+}
+
+impl EnvPolicy {
+    /// Everything except secrets (the default).
+    pub fn inherit_all() -> EnvPolicy {
+        EnvPolicy::default()
+    }
+
+    /// Only the core variables.
+    pub fn core_only() -> EnvPolicy {
+        EnvPolicy {
+            inherit: EnvInherit::CoreOnly,
+            ..EnvPolicy::default()
+        }
+    }
+
+    /// Nothing but the include list.
+    pub fn nothing() -> EnvPolicy {
+        EnvPolicy {
+            inherit: EnvInherit::Nothing,
+            ..EnvPolicy::default()
+        }
+    }
+
+    /// Adds a name pattern that is always inherited.
+    pub fn include(mut self, pattern: impl Into<String>) -> EnvPolicy {
+        self.include.push(pattern.into());
+        self
+    }
+
+    /// Adds a name pattern that is never inherited.
+    pub fn exclude(mut self, pattern: impl Into<String>) -> EnvPolicy {
+        self.exclude.push(pattern.into());
+        self
+    }
+}
 
 /// Which stream a chunk of command output came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,6 +165,18 @@ pub struct ExecResult {
     /// A process left the command's process group (for example with `setsid`) and may
     /// still be running; it was not waited for.
     pub escaped_processes: bool,
+}
+
+impl ExecResult {
+    /// The spec's message for a command that timed out after `timeout` (§5.4), which the
+    /// shell tool appends to the partial output it shows the model.
+    pub fn timeout_message(timeout: Duration) -> String {
+        format!(
+            "[ERROR: Command timed out after {}ms. Partial output is shown above.\n\
+             You can retry with a longer timeout by setting the timeout_ms parameter.]",
+            timeout.as_millis()
+        )
+    }
 }
 
 /// One entry of [`ExecutionEnvironment::list_directory`].
