@@ -6,7 +6,8 @@
 //!
 //! 1. exact, on the file with CRLF line endings read as LF;
 //! 2. whole lines, ignoring trailing whitespace;
-//! 3. whole lines, ignoring indentation (the replacement is re-indented by the same amount);
+//! 3. whole lines, ignoring indentation (when the file's lines are consistently indented
+//!    differently from `old_string`'s, the replacement is re-indented the same way);
 //! 4. whole lines, ignoring surrounding whitespace and treating typographic quotes, dashes and
 //!    unusual spaces as their ASCII forms.
 //!
@@ -366,29 +367,15 @@ fn line_numbers(text: &str, ranges: &[(usize, usize)]) -> Vec<usize> {
     numbers
 }
 
-fn indentation(line: &str) -> &str {
-    &line[..line.len() - line.trim_start().len()]
-}
-
-/// `new` with the indentation of `wanted` (the model's lines) swapped for the indentation of
-/// `found` (the file's lines), judged on the first non-blank line.
+/// `new` re-indented the way the file's matched lines differ from `wanted`, when they do so
+/// consistently.
 fn reindent(wanted: &[&str], found: &[&str], new: &str) -> String {
-    let Some((model, file)) = wanted
-        .iter()
-        .zip(found)
-        .find(|(w, _)| !w.trim().is_empty())
-        .map(|(w, f)| (indentation(w), indentation(f)))
-    else {
-        return new.to_string();
-    };
-    if model == file {
+    let change = text::indentation_change(wanted, found);
+    if change.is_none() {
         return new.to_string();
     }
     new.split('\n')
-        .map(|line| match line.strip_prefix(model) {
-            Some(rest) if !line.trim().is_empty() => format!("{file}{rest}"),
-            _ => line.to_string(),
-        })
+        .map(|line| text::reindent_line(line, change))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -233,6 +233,50 @@ fn line_similarity(a: &str, b: &str) -> f64 {
     ((prefix + suffix).min(longest) as f64 / longest as f64) * 0.9
 }
 
+/// How `found` (the file's lines) is indented differently from `wanted` (the model's lines)
+/// when the difference is consistent: `Some((model_prefix, file_prefix))` such that every
+/// non-blank wanted line is `model_prefix + rest` and its file line is `file_prefix + rest'`
+/// with the same remaining indentation. `None` when they are indented alike or inconsistently.
+pub(crate) fn indentation_change<'w, 'f>(
+    wanted: &[&'w str],
+    found: &[&'f str],
+) -> Option<(&'w str, &'f str)> {
+    let indentation = |line: &str| line.len() - line.trim_start().len();
+    let mut pairs = wanted
+        .iter()
+        .zip(found)
+        .filter(|(w, f)| !w.trim().is_empty() && !f.trim().is_empty());
+    let (w, f) = pairs.next()?;
+    let (model, file) = (&w[..indentation(w)], &f[..indentation(f)]);
+    if model == file {
+        return None;
+    }
+    let consistent = pairs.all(
+        |(w, f)| match (w.strip_prefix(model), f.strip_prefix(file)) {
+            (Some(w_rest), Some(f_rest)) => {
+                w_rest[..indentation(w_rest)] == f_rest[..indentation(f_rest)]
+            }
+            _ => false,
+        },
+    );
+    consistent.then_some((model, file))
+}
+
+/// `text` with `model_prefix` swapped for `file_prefix` at the start of each non-blank line
+/// that has it.
+pub(crate) fn reindent_line<'a>(
+    line: &'a str,
+    change: Option<(&str, &str)>,
+) -> std::borrow::Cow<'a, str> {
+    match change {
+        Some((model, file)) if !line.trim().is_empty() => match line.strip_prefix(model) {
+            Some(rest) => std::borrow::Cow::Owned(format!("{file}{rest}")),
+            None => std::borrow::Cow::Borrowed(line),
+        },
+        _ => std::borrow::Cow::Borrowed(line),
+    }
+}
+
 /// Lines as `NNNNNN | text` (1-based numbers right-aligned to six columns), the format of
 /// `read_file`.
 pub(crate) fn numbered<'a>(
@@ -362,6 +406,21 @@ mod tests {
         assert_eq!(start, 3);
         assert!(score > 0.5 && score < 1.0, "{score}");
         assert_eq!(closest_region(&lines, &["zzzzzz", "qqqqq"]), None);
+    }
+
+    #[test]
+    fn indentation_changes_only_when_consistent() {
+        assert_eq!(
+            indentation_change(&["if x:", "    y()"], &["    if x:", "        y()"]),
+            Some(("", "    "))
+        );
+        assert_eq!(
+            indentation_change(&["def b():", "    r"], &["  def b():", "    r"]),
+            None
+        );
+        assert_eq!(indentation_change(&["  a"], &["  a"]), None);
+        assert_eq!(reindent_line("    z()", Some(("", "  "))), "      z()");
+        assert_eq!(reindent_line("", Some(("", "  "))), "");
     }
 
     #[test]

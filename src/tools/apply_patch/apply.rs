@@ -16,8 +16,12 @@
 //!
 //! What is written: lines of the file that the hunk keeps as context stay byte-identical
 //! (even when matched loosely); removed lines go; added lines take the file's dominant line
-//! ending (CRLF files stay CRLF). A file's missing final newline is kept unless the patch
+//! ending (CRLF files stay CRLF). When a hunk matched only with indentation ignored and the
+//! patch's lines are consistently indented differently from the file's (the same prefix
+//! swapped on every non-blank line), its added lines are re-indented the same way. A file's missing final newline is kept unless the patch
 //! changes or adds the last line, in which case the file ends with a newline.
+
+use std::borrow::Cow;
 
 use super::parse::{Hunk, HunkLine};
 use crate::tools::text::{self, Fuzz, Line, TextFile};
@@ -31,11 +35,18 @@ pub struct Applied {
     pub notes: Vec<String>,
 }
 
+/// A line of a hunk's result: a line of the file kept as it is, or an added line.
+#[derive(Clone)]
+enum NewLine<'a> {
+    Kept(Line<'a>),
+    Added(Cow<'a, str>),
+}
+
 /// One located hunk: replace `old_len` lines at `start` with `new_lines`.
 struct Replacement<'a> {
     start: usize,
     old_len: usize,
-    new_lines: Vec<Line<'a>>,
+    new_lines: Vec<NewLine<'a>>,
     hunk_number: usize,
 }
 
@@ -50,16 +61,18 @@ pub fn apply_hunks(path: &str, content: &str, hunks: &[Hunk]) -> Result<Applied,
     let mut cursor = 0;
     for (index, hunk) in hunks.iter().enumerate() {
         let number = index + 1;
-        let after_hints = locate_hints(&texts, hunk, cursor, path, number)?;
+        let hint_line = locate_hints(&texts, hunk, cursor, path, number)?;
         let old = hunk.old_lines();
         let (start, old, fuzz) = if old.is_empty() {
-            let at = match after_hints {
-                Some(at) => at,
+            let at = match hint_line {
+                Some(line) => line + 1,
                 None => texts.len(),
             };
             (at, old, Fuzz::Exact)
         } else {
-            let from = after_hints.unwrap_or(cursor);
+            // From the hint line itself: models often repeat the hint as the first context
+            // line.
+            let from = hint_line.unwrap_or(cursor);
             match locate(&texts, &old, from, hunk.end_of_file) {
                 Some((start, fuzz)) => (start, old, fuzz),
                 None => match without_trailing_blank(hunk, &old).and_then(|shorter| {
@@ -73,13 +86,18 @@ pub fn apply_hunks(path: &str, content: &str, hunks: &[Hunk]) -> Result<Applied,
         if let Some(how) = fuzz.describe() {
             notes.push(format!("hunk {number} of {path} matched after {how}"));
         }
+        let indent = if fuzz >= Fuzz::Whitespace {
+            text::indentation_change(&old, &texts[start..start + old.len()])
+        } else {
+            None
+        };
         let mut new_lines = Vec::with_capacity(hunk.lines.len());
         let mut file_index = start;
         let mut old_seen = 0;
         for line in &hunk.lines {
             match line {
                 HunkLine::Context(_) if old_seen < old.len() => {
-                    new_lines.push(file.lines[file_index]);
+                    new_lines.push(NewLine::Kept(file.lines[file_index]));
                     file_index += 1;
                     old_seen += 1;
                 }
@@ -89,7 +107,9 @@ pub fn apply_hunks(path: &str, content: &str, hunks: &[Hunk]) -> Result<Applied,
                 }
                 // A trailing blank context line dropped by the retry above: nothing to keep.
                 HunkLine::Context(_) | HunkLine::Remove(_) => {}
-                HunkLine::Add(text) => new_lines.push(Line { text, ending }),
+                HunkLine::Add(text) => {
+                    new_lines.push(NewLine::Added(text::reindent_line(text, indent)));
+                }
             }
         }
         cursor = start + old.len();
@@ -116,20 +136,23 @@ pub fn apply_hunks(path: &str, content: &str, hunks: &[Hunk]) -> Result<Applied,
     let mut next = 0;
     for replacement in &replacements {
         lines.extend_from_slice(&file.lines[next..replacement.start]);
-        lines.extend_from_slice(&replacement.new_lines);
+        lines.extend(replacement.new_lines.iter().map(|line| match line {
+            NewLine::Kept(line) => *line,
+            NewLine::Added(text) => Line { text, ending },
+        }));
         next = replacement.start + replacement.old_len;
     }
     lines.extend_from_slice(&file.lines[next..]);
-    // A last line added by the patch ends with a newline (Line::ending is set for added
-    // lines); an untouched last line keeps its own ending.
+    // A last line added by the patch ends with a newline (added lines get `ending`); an
+    // untouched last line keeps its own ending.
     Ok(Applied {
         content: text::join_lines(file.bom, &lines, ending),
         notes,
     })
 }
 
-/// Finds each hint in turn; returns the index just after the last hint's line, or `None`
-/// when the hunk has no hints.
+/// Finds each hint in turn (each after the previous one); returns the index of the last
+/// hint's line, or `None` when the hunk has no hints or none was found.
 fn locate_hints(
     texts: &[&str],
     hunk: &Hunk,
@@ -139,10 +162,10 @@ fn locate_hints(
 ) -> Result<Option<usize>, String> {
     let mut position = None;
     for hint in &hunk.hints {
-        let from = position.unwrap_or(cursor);
+        let from = position.map_or(cursor, |line| line + 1);
         let found = find_hint(texts, hint, from).or_else(|| find_hint(texts, hint, 0));
         match found {
-            Some(line) => position = Some(line + 1),
+            Some(line) => position = Some(line),
             None if hunk.old_lines().is_empty() => {
                 return Err(format!(
                     "hunk {number} of {path} adds lines after `@@ {hint}`, but no line of the \
@@ -216,7 +239,7 @@ fn not_found(
         "hunk {number} ({}) of {path} did not match: these lines were not found{}:\n",
         hunk.hint_text(),
         if from > 0 {
-            format!(" after line {from}")
+            format!(" at or after line {}", from + 1)
         } else {
             String::new()
         }
@@ -243,6 +266,12 @@ fn not_found(
             ));
         }
         None if texts.is_empty() => message.push_str(&format!("{path} is empty.\n")),
+        None if texts.len() <= 30 => {
+            message.push_str(&format!(
+                "No similar lines exist in {path}; its whole content is:\n"
+            ));
+            message.push_str(&text::numbered(1, texts.iter().copied()));
+        }
         None => message.push_str(&format!("No similar lines exist in {path}.\n")),
     }
     message.push_str(
