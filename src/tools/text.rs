@@ -277,6 +277,15 @@ pub(crate) fn reindent_line<'a>(
     }
 }
 
+/// `line 4` or `lines 4-9` for 1-based `first..=last`.
+pub(crate) fn line_range(first: usize, last: usize) -> String {
+    if first >= last {
+        format!("line {first}")
+    } else {
+        format!("lines {first}-{last}")
+    }
+}
+
 /// Lines as `NNNNNN | text` (1-based numbers right-aligned to six columns), the format of
 /// `read_file`.
 pub(crate) fn numbered<'a>(

@@ -256,9 +256,8 @@ fn not_found(
         Some((start, _)) => {
             let end = (start + old.len()).min(texts.len());
             message.push_str(&format!(
-                "The closest region of {path} is lines {}-{}:\n",
-                start + 1,
-                end
+                "The closest region of {path} is {}:\n",
+                text::line_range(start + 1, end)
             ));
             message.push_str(&text::numbered(
                 start + 1,
