@@ -127,6 +127,9 @@ pub struct GrepOptions {
     pub glob_filter: Option<String>,
     /// Stop after this many matching lines.
     pub max_results: usize,
+    /// Which search implementation the local environment uses. Both give the same
+    /// results; the choice exists for tests and benchmarks.
+    pub backend: GrepBackend,
 }
 
 impl Default for GrepOptions {
@@ -135,8 +138,23 @@ impl Default for GrepOptions {
             case_insensitive: false,
             glob_filter: None,
             max_results: 100,
+            backend: GrepBackend::Auto,
         }
     }
+}
+
+/// Which search implementation the local environment's grep uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum GrepBackend {
+    /// ripgrep when `rg` (version 11 or later) is on `PATH`, the in-process search
+    /// otherwise or when ripgrep fails.
+    #[default]
+    Auto,
+    /// Always ripgrep; an error of kind `NotFound` when it is not installed.
+    Ripgrep,
+    /// Always the in-process search.
+    InProcess,
 }
 
 /// One matching line.
