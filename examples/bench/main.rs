@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+mod exec;
 mod tools;
 
 /// One row of the table.
@@ -25,7 +26,7 @@ fn ms(d: Duration) -> String {
 
 type Section = (&'static str, fn() -> Vec<Row>);
 
-const SECTIONS: &[Section] = &[("tools", tools::run)];
+const SECTIONS: &[Section] = &[("exec", exec::run), ("tools", tools::run)];
 
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();

@@ -54,6 +54,22 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// assert_eq!(content.total_lines, 3);
 /// # Ok::<(), std::io::Error>(())
 /// ```
+///
+/// Running a command:
+///
+/// ```
+/// use agentloop::exec::{CommandRequest, ExecutionEnvironment, LocalExecutionEnvironment};
+/// use agentloop::CancelToken;
+/// use std::time::Duration;
+///
+/// let dir = tempfile::tempdir()?;
+/// let env = LocalExecutionEnvironment::new(dir.path());
+/// let request = CommandRequest::new("echo hello; sleep 30", Duration::from_millis(300));
+/// let result = env.exec_command(&request, &|_, _| {}, &CancelToken::new())?;
+/// assert_eq!(result.stdout, "hello\n");
+/// assert!(result.timed_out);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct LocalExecutionEnvironment {
     working_dir: PathBuf,

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::cancel::CancelToken;
@@ -222,6 +223,9 @@ pub struct GrepOptions {
     pub glob_filter: Option<String>,
     /// Stop after this many matching lines.
     pub max_results: usize,
+    /// Which search implementation the local environment uses. Both give the same
+    /// results; the choice exists for tests and benchmarks.
+    pub backend: GrepBackend,
 }
 
 impl Default for GrepOptions {
@@ -230,8 +234,23 @@ impl Default for GrepOptions {
             case_insensitive: false,
             glob_filter: None,
             max_results: 100,
+            backend: GrepBackend::Auto,
         }
     }
+}
+
+/// Which search implementation the local environment's grep uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum GrepBackend {
+    /// ripgrep when `rg` (version 11 or later) is on `PATH`, the in-process search
+    /// otherwise or when ripgrep fails.
+    #[default]
+    Auto,
+    /// Always ripgrep; an error of kind `NotFound` when it is not installed.
+    Ripgrep,
+    /// Always the in-process search.
+    InProcess,
 }
 
 /// One matching line.
@@ -262,6 +281,76 @@ pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 ///
 /// Relative paths resolve against [`working_directory`](Self::working_directory).
 /// Errors are `io::Error`s whose message says what happened in words a model can act on.
+///
+/// `Arc<E>` and `Box<E>` (also `Arc<dyn ExecutionEnvironment>`) implement the trait by
+/// forwarding, so wrappers such as [`ReadOnlyExecutionEnvironment`] can hold a shared
+/// environment.
+///
+/// # A host's own environment
+///
+/// Implement the trait to run tools elsewhere, or wrap [`LocalExecutionEnvironment`] to
+/// add a policy. This one refuses commands that mention `git push` and forwards the rest:
+///
+/// ```
+/// use std::io;
+/// use std::path::Path;
+/// use std::time::Duration;
+/// use agentloop::CancelToken;
+/// use agentloop::exec::*;
+///
+/// struct NoPush(LocalExecutionEnvironment);
+///
+/// impl ExecutionEnvironment for NoPush {
+///     fn exec_command(
+///         &self,
+///         request: &CommandRequest,
+///         on_output: OutputCallback<'_>,
+///         cancel: &CancelToken,
+///     ) -> io::Result<ExecResult> {
+///         if request.command.contains("git push") {
+///             return Err(io::Error::new(
+///                 io::ErrorKind::PermissionDenied,
+///                 "pushing is not allowed here; commit locally and say so in your answer",
+///             ));
+///         }
+///         self.0.exec_command(request, on_output, cancel)
+///     }
+///
+///     // Everything else goes to the local environment unchanged.
+///     fn read_file(&self, path: &Path, offset: Option<usize>, limit: Option<usize>)
+///         -> io::Result<FileContent> { self.0.read_file(path, offset, limit) }
+///     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> { self.0.read_bytes(path) }
+///     fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
+///         self.0.write_file(path, content)
+///     }
+///     fn remove_file(&self, path: &Path) -> io::Result<()> { self.0.remove_file(path) }
+///     fn file_exists(&self, path: &Path) -> bool { self.0.file_exists(path) }
+///     fn stat(&self, path: &Path) -> io::Result<FileStat> { self.0.stat(path) }
+///     fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
+///         self.0.list_directory(path, depth)
+///     }
+///     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions)
+///         -> io::Result<GrepOutput> { self.0.grep(pattern, path, options) }
+///     fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
+///         self.0.glob(pattern, path)
+///     }
+///     fn working_directory(&self) -> &Path { self.0.working_directory() }
+///     fn platform(&self) -> String { self.0.platform() }
+///     fn os_version(&self) -> String { self.0.os_version() }
+///     fn max_command_timeout(&self) -> Duration { self.0.max_command_timeout() }
+/// }
+///
+/// let dir = tempfile::tempdir()?;
+/// let env = NoPush(LocalExecutionEnvironment::new(dir.path()));
+/// let cancel = CancelToken::new();
+/// let push = CommandRequest::new("git push origin main", Duration::from_secs(10));
+/// let err = env.exec_command(&push, &|_, _| {}, &cancel).unwrap_err();
+/// assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+///
+/// let echo = CommandRequest::new("echo allowed", Duration::from_secs(10));
+/// assert_eq!(env.exec_command(&echo, &|_, _| {}, &cancel)?.stdout, "allowed\n");
+/// # Ok::<(), io::Error>(())
+/// ```
 pub trait ExecutionEnvironment: Send + Sync {
     /// Reads a text file; `offset` is the 1-based first line, `limit` the number of lines.
     /// A binary file is an error of kind `InvalidData`.
@@ -330,3 +419,77 @@ pub trait ExecutionEnvironment: Send + Sync {
         Duration::from_secs(600)
     }
 }
+
+/// Implements [`ExecutionEnvironment`] for a smart pointer by forwarding every method.
+macro_rules! forward_execution_environment {
+    ($pointer:ident) => {
+        impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for $pointer<E> {
+            fn read_file(
+                &self,
+                path: &Path,
+                offset: Option<usize>,
+                limit: Option<usize>,
+            ) -> io::Result<FileContent> {
+                (**self).read_file(path, offset, limit)
+            }
+            fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+                (**self).read_bytes(path)
+            }
+            fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
+                (**self).write_file(path, content)
+            }
+            fn remove_file(&self, path: &Path) -> io::Result<()> {
+                (**self).remove_file(path)
+            }
+            fn file_exists(&self, path: &Path) -> bool {
+                (**self).file_exists(path)
+            }
+            fn stat(&self, path: &Path) -> io::Result<FileStat> {
+                (**self).stat(path)
+            }
+            fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
+                (**self).list_directory(path, depth)
+            }
+            fn exec_command(
+                &self,
+                request: &CommandRequest,
+                on_output: OutputCallback<'_>,
+                cancel: &CancelToken,
+            ) -> io::Result<ExecResult> {
+                (**self).exec_command(request, on_output, cancel)
+            }
+            fn grep(
+                &self,
+                pattern: &str,
+                path: &Path,
+                options: &GrepOptions,
+            ) -> io::Result<GrepOutput> {
+                (**self).grep(pattern, path, options)
+            }
+            fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
+                (**self).glob(pattern, path)
+            }
+            fn initialize(&self) -> io::Result<()> {
+                (**self).initialize()
+            }
+            fn cleanup(&self) -> io::Result<()> {
+                (**self).cleanup()
+            }
+            fn working_directory(&self) -> &Path {
+                (**self).working_directory()
+            }
+            fn platform(&self) -> String {
+                (**self).platform()
+            }
+            fn os_version(&self) -> String {
+                (**self).os_version()
+            }
+            fn max_command_timeout(&self) -> Duration {
+                (**self).max_command_timeout()
+            }
+        }
+    };
+}
+
+forward_execution_environment!(Arc);
+forward_execution_environment!(Box);

@@ -299,3 +299,59 @@ fn metadata_names_the_platform_and_kernel() {
         assert_eq!(version, format!("Linux {}", release.trim()));
     }
 }
+
+#[test]
+fn the_read_only_wrapper_refuses_writes_and_removals_and_changes_nothing() {
+    use agentloop::exec::ReadOnlyExecutionEnvironment;
+    let (dir, local) = workspace();
+    fs::write(dir.path().join("f.txt"), "original").unwrap();
+    let shared: std::sync::Arc<dyn ExecutionEnvironment> = std::sync::Arc::new(local);
+    let env = ReadOnlyExecutionEnvironment::new(shared);
+
+    let err = env.write_file(Path::new("f.txt"), b"changed").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied);
+    assert!(err.to_string().contains("read-only"), "{err}");
+    let err = env.remove_file(Path::new("f.txt")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied);
+
+    assert_eq!(
+        fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+        "original"
+    );
+    let content = env.read_file(Path::new("f.txt"), None, None).unwrap();
+    assert_eq!(content.text, "original");
+    assert_eq!(env.working_directory(), dir.path());
+}
+
+#[test]
+fn the_logging_wrapper_logs_one_line_per_operation_without_contents() {
+    use agentloop::CancelToken;
+    use agentloop::exec::{CommandRequest, LoggingExecutionEnvironment};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    let (_dir, local) = workspace();
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = Arc::clone(&lines);
+    let env = LoggingExecutionEnvironment::new(local, move |line: &str| {
+        sink.lock().unwrap().push(line.to_string())
+    });
+
+    env.write_file(Path::new("secret.txt"), b"the-file-content")
+        .unwrap();
+    env.read_file(Path::new("secret.txt"), None, None).unwrap();
+    let request = CommandRequest::new("echo printed-output; exit 4", Duration::from_secs(10));
+    let result = env
+        .exec_command(&request, &|_, _| {}, &CancelToken::new())
+        .unwrap();
+    assert_eq!(result.exit_code, Some(4));
+
+    let lines = lines.lock().unwrap().clone();
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert!(lines[0].starts_with("write_file: secret.txt (16 bytes) -> ok"));
+    assert!(lines[1].starts_with("read_file: secret.txt"));
+    assert_eq!(lines[2], "exec: echo printed-output; exit 4");
+    assert!(lines[3].starts_with("exec: exit 4 in "), "{}", lines[3]);
+    let all = lines.join("\n");
+    assert!(!all.contains("the-file-content") && !all.contains("printed-output\n"));
+}

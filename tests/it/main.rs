@@ -2,7 +2,9 @@
 
 mod apply_patch;
 mod edit_file;
+mod exec_env;
 mod exec_files;
+mod exec_process;
 mod support;
 mod tools;
 mod tools_tree;
