@@ -7,4 +7,6 @@ mod exec_files;
 mod exec_process;
 mod support;
 mod tools;
+mod tools_search;
+mod tools_shell;
 mod tools_tree;
