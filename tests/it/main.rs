@@ -3,4 +3,5 @@
 mod exec_env;
 mod exec_files;
 mod exec_process;
+mod search;
 mod support;
