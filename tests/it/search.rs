@@ -319,3 +319,140 @@ fn ripgrep_and_the_in_process_search_give_identical_results() {
         "too few comparisons found anything: {with_matches}"
     );
 }
+
+/// Files and rules chosen to trip a reimplementation: odd line endings and encodings,
+/// invalid UTF-8, a BOM, UTF-16, long lines, tricky ignore lines.
+fn edge_tree() -> Vec<(String, Vec<u8>)> {
+    let mut long = "word ".repeat(40_000);
+    long.push_str("needle\n");
+    [
+        (".git/HEAD", &b"ref: refs/heads/main\n"[..]),
+        (
+            ".gitignore",
+            b"*\n!*/\n!*.rs\n!*.txt\n!.gitignore\n\\!bang.txt\n\\#hash.txt\ntrailing.txt   \n\
+              a/**/b.txt\n**/deep/**\n/root_only.rs\n[xy]*.txt\n",
+        ),
+        ("keep.md", b"needle in an ignored markdown file\n"),
+        ("code.rs", b"needle\n\nfn x() {}\n   \n"),
+        ("cr_only.txt", b"needle\rneedle\rend\n"),
+        ("bom.txt", b"\xef\xbb\xbfneedle at the start\nneedle\n"),
+        ("utf16.txt", b"\xff\xfen\0e\0e\0d\0l\0e\0\n\0"),
+        ("latin1.txt", b"caf\xe9 needle\n\xff\xfe\n"),
+        ("no_newline.txt", b"last needle"),
+        ("long.txt", long.as_bytes()),
+        ("!bang.txt", b"needle\n"),
+        ("#hash.txt", b"needle\n"),
+        ("trailing.txt", b"needle\n"),
+        ("a/b.txt", b"needle\n"),
+        ("a/x/y/b.txt", b"needle\n"),
+        ("a/c.txt", b"needle\n"),
+        ("p/deep/q/r.rs", b"needle\n"),
+        ("root_only.rs", b"needle\n"),
+        ("nested/root_only.rs", b"needle\n"),
+        ("x1.txt", b"needle\n"),
+        ("z1.txt", b"needle\n"),
+        ("UPPER.RS", b"needle\n"),
+        ("sp ace/tab\tname.rs", b"needle\n"),
+        (
+            "late_nul.txt",
+            b"needle one\nneedle two\n\0binary tail needle\n",
+        ),
+    ]
+    .into_iter()
+    .map(|(path, contents)| (path.to_owned(), contents.to_vec()))
+    .collect()
+}
+
+#[test]
+fn ripgrep_and_the_in_process_search_agree_on_edge_cases() {
+    let tree = edge_tree();
+    let refs: Vec<(&str, &[u8])> = tree
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_slice()))
+        .collect();
+    let (_dir, env) = workspace(&refs);
+    let mut all = options(GrepBackend::InProcess);
+    all.max_results = usize::MAX;
+    let files: Vec<String> = env
+        .grep("needle", Path::new("."), &all)
+        .unwrap()
+        .matches
+        .iter()
+        .map(|m| format!("{}:{}", m.path, m.line_number))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            "a/c.txt:1",
+            "bom.txt:1",
+            "bom.txt:2",
+            "code.rs:1",
+            "cr_only.txt:1",
+            "latin1.txt:1",
+            "long.txt:1",
+            "nested/root_only.rs:1",
+            "no_newline.txt:1",
+            "sp ace/tab\tname.rs:1",
+            "z1.txt:1",
+        ]
+    );
+    if !ripgrep_available(&env) {
+        return;
+    }
+    let patterns = [
+        "needle",
+        ".",
+        "$",
+        "^$",
+        r"^\s*$",
+        r"\W",
+        r"(?s).",
+        "x?",
+        r"\p{Greek}",
+        "caf.",
+        r"\xff",
+        r"(?-u:\xff)",
+        "end$",
+        r"needle\z",
+        "ord word",
+        r"(?i)NEEDLE",
+    ];
+    let filters = [
+        None,
+        Some("*"),
+        Some("!*"),
+        Some("*.RS"),
+        Some("**/*.rs"),
+        Some("a/"),
+        Some("/a/**"),
+    ];
+    for pattern in patterns {
+        for filter in filters {
+            for max_results in [usize::MAX, 3] {
+                let mut rg = options(GrepBackend::Ripgrep);
+                rg.glob_filter = filter.map(str::to_owned);
+                rg.max_results = max_results;
+                let mut ours = rg.clone();
+                ours.backend = GrepBackend::InProcess;
+                let expected = env.grep(pattern, Path::new("."), &rg).unwrap();
+                let actual = env.grep(pattern, Path::new("."), &ours).unwrap();
+                if actual != expected {
+                    let (a, e) = (lines(&actual), lines(&expected));
+                    let short = |v: Vec<&String>| -> Vec<String> {
+                        v.into_iter()
+                            .map(|l| l.chars().take(80).collect())
+                            .collect()
+                    };
+                    panic!(
+                        "pattern {pattern:?}, filter {filter:?}, max {max_results}\n\
+                         only in process: {:?}\nonly ripgrep: {:?}\ntruncated {} vs {}",
+                        short(a.iter().filter(|l| !e.contains(l)).collect()),
+                        short(e.iter().filter(|l| !a.contains(l)).collect()),
+                        actual.truncated,
+                        expected.truncated
+                    );
+                }
+            }
+        }
+    }
+}

@@ -431,17 +431,6 @@ fn many_files_are_searched_on_threads_with_deterministic_results() {
     }
 }
 
-#[test]
-fn forcing_ripgrep_without_it_installed_is_not_found() {
-    if ripgrep::find().is_some() {
-        eprintln!("ripgrep is installed: nothing to check");
-        return;
-    }
-    let dir = tree(&[("a.txt", b"x\n")]);
-    let error = grep("x", dir.path(), &options(GrepBackend::Ripgrep)).unwrap_err();
-    assert_eq!(error.kind(), io::ErrorKind::NotFound);
-}
-
 // ---- glob ----
 
 fn set_modified(path: &Path, seconds_after_epoch: u64) {
