@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 mod exec;
+mod grep;
 mod tools;
 
 /// One row of the table.
@@ -26,7 +27,11 @@ fn ms(d: Duration) -> String {
 
 type Section = (&'static str, fn() -> Vec<Row>);
 
-const SECTIONS: &[Section] = &[("exec", exec::run), ("tools", tools::run)];
+const SECTIONS: &[Section] = &[
+    ("exec", exec::run),
+    ("grep", grep::run),
+    ("tools", tools::run),
+];
 
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();

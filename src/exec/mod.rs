@@ -219,7 +219,9 @@ pub struct FileContent {
 pub struct GrepOptions {
     /// Match case-insensitively.
     pub case_insensitive: bool,
-    /// Only search files whose name matches this glob (`*.rs`, `src/**/*.ts`).
+    /// Only search files matching this glob, as ripgrep's `--glob`: without a `/` it
+    /// matches names at any depth (`*.rs`, `*.{ts,tsx}`), with one it matches paths from
+    /// the searched directory (`src/**/*.ts`); a leading `!` excludes instead (`!tests`).
     pub glob_filter: Option<String>,
     /// Stop after this many matching lines.
     pub max_results: usize,
@@ -267,7 +269,9 @@ pub struct GrepMatch {
 /// The result of a search.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GrepOutput {
-    /// Matching lines, ordered by path then line number.
+    /// Matching lines, ordered by path then line number. Paths are in tree order (names
+    /// compared bytewise, a directory's files where the directory's name sorts), as
+    /// `rg --sort path` lists them.
     pub matches: Vec<GrepMatch>,
     /// More matches existed than `max_results`.
     pub truncated: bool,

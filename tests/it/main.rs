@@ -5,6 +5,7 @@ mod edit_file;
 mod exec_env;
 mod exec_files;
 mod exec_process;
+mod search;
 mod support;
 mod tools;
 mod tools_search;

@@ -15,9 +15,6 @@
 //! and runs the regex only on the lines that contain it; files are searched on up to four
 //! threads, results kept in tree order.
 
-// Wired into LocalExecutionEnvironment by the `exec` branch; until then only tests call in.
-#![allow(dead_code)]
-
 mod globs;
 mod ignore;
 mod matcher;

@@ -104,7 +104,13 @@ pub(crate) fn walk(
 ) -> io::Result<()> {
     let ancestors = ancestor_rules(root);
     let above_in_repository = ancestors.iter().any(|a| a.has_git);
-    let mut stack = vec![read_frame(root, 0, 0, above_in_repository)?];
+    let root_frame = read_frame(root, 0, 0, above_in_repository).map_err(|error| {
+        io::Error::new(
+            error.kind(),
+            format!("cannot read directory {}: {error}", root.display()),
+        )
+    })?;
+    let mut stack = vec![root_frame];
     let mut relative = String::new();
     let mut absolute = root.to_path_buf();
     let mut scratch = String::new();
