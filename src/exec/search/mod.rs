@@ -60,8 +60,17 @@ pub(crate) fn grep(pattern: &str, path: &Path, options: &GrepOptions) -> io::Res
     };
     let metadata = fs::metadata(path).map_err(|error| not_found(path, error))?;
     let wanted = options.max_results.saturating_add(1);
-    let found = if !metadata.is_dir() {
+    let found = if metadata.is_file() {
         search_one_file(&matcher, path, wanted)?
+    } else if !metadata.is_dir() {
+        // Opening a FIFO would wait for a writer; devices and sockets are not text either.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is not a regular file or directory; grep searches files and directories",
+                path.display()
+            ),
+        ));
     } else {
         let search = ripgrep::Search {
             pattern,

@@ -394,6 +394,21 @@ fn a_missing_path_is_not_found() {
     );
 }
 
+#[cfg(unix)]
+#[test]
+fn a_fifo_given_as_the_path_is_refused_instead_of_waiting_for_a_writer() {
+    let dir = tree(&[]);
+    let fifo = dir.path().join("pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let error = grep("x", &fifo, &GrepOptions::default()).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+    assert!(error.to_string().contains("not a regular file"), "{error}");
+}
+
 #[test]
 fn many_files_are_searched_on_threads_with_deterministic_results() {
     let names: Vec<String> = (0..300)
