@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde::de::Error as _;
-use serde::ser::{Error as _, SerializeMap};
+use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -296,20 +296,167 @@ impl SessionEvent {
 
 impl Serialize for SessionEvent {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // The derive gives `{"kind":…,"data":…}`; take `data` from it so the fields come
-        // out in the documented order with the session id and timestamp between.
-        let tagged = serde_json::to_value(&self.kind).map_err(S::Error::custom)?;
-        let data = match tagged {
-            Value::Object(mut fields) => fields.remove("data"),
-            _ => None,
-        }
-        .unwrap_or_else(|| Value::Object(Default::default()));
         let mut map = serializer.serialize_map(Some(4))?;
         map.serialize_entry("kind", self.kind.name())?;
         map.serialize_entry("session_id", &self.session_id)?;
         map.serialize_entry("timestamp", &self.timestamp_rfc3339())?;
-        map.serialize_entry("data", &data)?;
+        map.serialize_entry("data", &DataOf(&self.kind))?;
         map.end()
+    }
+}
+
+/// Serialises only the `data` half of an [`EventKind`]'s adjacently tagged form, keeping
+/// the fields in declaration order (no intermediate `Value`, whose maps are sorted).
+struct DataOf<'a>(&'a EventKind);
+
+impl Serialize for DataOf<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(data_only::DataOnly(serializer))
+    }
+}
+
+/// A serializer that receives the derive's `{"kind": …, "data": …}` struct and passes
+/// only `data` (or `{}` when a kind has none) to the real serializer.
+mod data_only {
+    use serde::Serialize;
+    use serde::ser::{Error, Impossible, SerializeMap, SerializeStruct, Serializer};
+
+    pub(super) struct DataOnly<S>(pub(super) S);
+
+    pub(super) struct Fields<S: Serializer> {
+        inner: Option<S>,
+        done: Option<S::Ok>,
+    }
+
+    fn unexpected<E: Error>() -> E {
+        E::custom("an event kind serialises as a struct")
+    }
+
+    macro_rules! reject {
+        ($($name:ident($($ty:ty),*)),* $(,)?) => {
+            $(fn $name(self, $(_: $ty),*) -> Result<S::Ok, S::Error> {
+                Err(unexpected())
+            })*
+        };
+    }
+
+    impl<S: Serializer> Serializer for DataOnly<S> {
+        type Ok = S::Ok;
+        type Error = S::Error;
+        type SerializeSeq = Impossible<S::Ok, S::Error>;
+        type SerializeTuple = Impossible<S::Ok, S::Error>;
+        type SerializeTupleStruct = Impossible<S::Ok, S::Error>;
+        type SerializeTupleVariant = Impossible<S::Ok, S::Error>;
+        type SerializeMap = Impossible<S::Ok, S::Error>;
+        type SerializeStruct = Fields<S>;
+        type SerializeStructVariant = Impossible<S::Ok, S::Error>;
+
+        reject! {
+            serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32),
+            serialize_i64(i64), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32),
+            serialize_u64(u64), serialize_f32(f32), serialize_f64(f64), serialize_char(char),
+            serialize_str(&str), serialize_bytes(&[u8]), serialize_none(), serialize_unit(),
+            serialize_unit_struct(&'static str),
+            serialize_unit_variant(&'static str, u32, &'static str),
+        }
+
+        fn serialize_some<T: ?Sized + Serialize>(self, _: &T) -> Result<S::Ok, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_newtype_struct<T: ?Sized + Serialize>(
+            self,
+            _: &'static str,
+            _: &T,
+        ) -> Result<S::Ok, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_newtype_variant<T: ?Sized + Serialize>(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: &T,
+        ) -> Result<S::Ok, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_tuple_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleStruct, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleVariant, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStruct, S::Error> {
+            Ok(Fields {
+                inner: Some(self.0),
+                done: None,
+            })
+        }
+
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStructVariant, S::Error> {
+            Err(unexpected())
+        }
+    }
+
+    impl<S: Serializer> SerializeStruct for Fields<S> {
+        type Ok = S::Ok;
+        type Error = S::Error;
+
+        fn serialize_field<T: ?Sized + Serialize>(
+            &mut self,
+            key: &'static str,
+            value: &T,
+        ) -> Result<(), S::Error> {
+            if key == "data" {
+                let inner = self.inner.take().ok_or_else(unexpected)?;
+                self.done = Some(value.serialize(inner)?);
+            }
+            Ok(())
+        }
+
+        fn end(self) -> Result<S::Ok, S::Error> {
+            match (self.done, self.inner) {
+                (Some(done), _) => Ok(done),
+                (None, Some(inner)) => inner.serialize_map(Some(0))?.end(),
+                (None, None) => Err(unexpected()),
+            }
+        }
     }
 }
 

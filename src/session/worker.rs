@@ -264,11 +264,16 @@ impl Worker {
             self.detect_loop(&calls);
         };
         self.answer_open_calls();
+        *lock(&self.shared.current_input) = None;
+        // A host that sees PROCESSING_END sees the state it leads to (unless a follow-up
+        // is queued, which starts processing again at once).
+        if !end.fatal && !self.abort.is_cancelled() && lock(&self.shared.follow_ups).is_empty() {
+            *lock(&self.shared.state) = SessionState::Idle;
+        }
         self.events.emit(EventKind::ProcessingEnd {
             stop_reason: end.stop,
             rounds: end.rounds,
         });
-        *lock(&self.shared.current_input) = None;
         end
     }
 
