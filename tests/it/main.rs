@@ -1,3 +1,4 @@
 //! The integration tests: one binary, one module per feature.
 
+mod anthropic;
 mod support;
