@@ -1,5 +1,7 @@
 //! The integration tests: one binary, one module per feature.
 
+mod anthropic;
+mod client;
 mod scripted;
 mod session;
 mod session_abort;
@@ -7,4 +9,5 @@ mod session_events;
 mod session_steering;
 mod session_support;
 mod session_tools;
+mod sse;
 mod support;
