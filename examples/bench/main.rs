@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+mod exec;
+
 /// One row of the table.
 pub struct Row {
     /// Section name.
@@ -23,7 +25,7 @@ fn ms(d: Duration) -> String {
 
 type Section = (&'static str, fn() -> Vec<Row>);
 
-const SECTIONS: &[Section] = &[];
+const SECTIONS: &[Section] = &[("exec", exec::run)];
 
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();

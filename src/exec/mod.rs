@@ -7,17 +7,101 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::cancel::CancelToken;
 
+mod env;
+mod files;
 mod local;
 mod process;
 mod search;
 mod wrappers;
 
-// pub use local::LocalExecutionEnvironment; (part 3)
-// pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment}; (part 3)
+pub use local::LocalExecutionEnvironment;
+pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment};
+
+/// Which variables of the base environment commands inherit (spec §4.2), before the
+/// include and exclude lists of an [`EnvPolicy`] apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum EnvInherit {
+    /// Everything except secrets: names ending in `_API_KEY`, `_SECRET`, `_TOKEN`,
+    /// `_PASSWORD`, `_CREDENTIAL` (and similar) and values shaped like credentials.
+    #[default]
+    All,
+    /// Only the core variables shells and toolchains need (`PATH`, `HOME`, `USER`, `SHELL`,
+    /// `LANG`, `LC_*`, `TERM`, `TMPDIR`, `GOPATH`, `CARGO_HOME`, `NVM_DIR`, `JAVA_HOME`, …).
+    CoreOnly,
+    /// Nothing: commands start with a clean environment plus the include list.
+    Nothing,
+}
+
+/// Which environment variables commands get (spec §4.2). The default inherits everything
+/// except secrets.
+///
+/// Rules, first match wins: a name matching `exclude` is dropped; a name matching `include`
+/// is kept (even a secret: explicit is allowed); under [`EnvInherit::Nothing`] everything
+/// else is dropped; core names are kept; names that say they hold a secret (`*_API_KEY`,
+/// `*_SECRET`, `*_TOKEN`, `*_PASSWORD`, `*_CREDENTIAL`, `*_ACCESS_KEY`, `*_SECRET_KEY`,
+/// `*_PRIVATE_KEY`, `*_APIKEY`, `*_PASSWD`, and those words alone, ignoring case) are
+/// dropped; values that look like a credential (`sk-…`, `ghp_…`, `github_pat_…`, `xoxb-…`,
+/// `AKIA…`, `AIza…`, a PEM private key, …) are dropped whatever the name; the rest is kept
+/// under [`EnvInherit::All`] only. Patterns ignore ASCII case and `*` matches any run of
+/// characters. Variables a [`CommandRequest`] sets explicitly are added after filtering.
+///
+/// ```
+/// use agentloop::exec::EnvPolicy;
+///
+/// let policy = EnvPolicy::core_only().include("NPM_CONFIG_*").exclude("TMPDIR");
+/// assert_eq!(policy.include, ["NPM_CONFIG_*"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct EnvPolicy {
+    /// What is inherited before the lists apply.
+    pub inherit: EnvInherit,
+    /// Name patterns always inherited (unless excluded).
+    pub include: Vec<String>,
+    /// Name patterns never inherited.
+    pub exclude: Vec<String>,
+}
+
+impl EnvPolicy {
+    /// Everything except secrets (the default).
+    pub fn inherit_all() -> EnvPolicy {
+        EnvPolicy::default()
+    }
+
+    /// Only the core variables.
+    pub fn core_only() -> EnvPolicy {
+        EnvPolicy {
+            inherit: EnvInherit::CoreOnly,
+            ..EnvPolicy::default()
+        }
+    }
+
+    /// Nothing but the include list.
+    pub fn nothing() -> EnvPolicy {
+        EnvPolicy {
+            inherit: EnvInherit::Nothing,
+            ..EnvPolicy::default()
+        }
+    }
+
+    /// Adds a name pattern that is always inherited.
+    pub fn include(mut self, pattern: impl Into<String>) -> EnvPolicy {
+        self.include.push(pattern.into());
+        self
+    }
+
+    /// Adds a name pattern that is never inherited.
+    pub fn exclude(mut self, pattern: impl Into<String>) -> EnvPolicy {
+        self.exclude.push(pattern.into());
+        self
+    }
+}
 
 /// Which stream a chunk of command output came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,6 +166,18 @@ pub struct ExecResult {
     /// A process left the command's process group (for example with `setsid`) and may
     /// still be running; it was not waited for.
     pub escaped_processes: bool,
+}
+
+impl ExecResult {
+    /// The spec's message for a command that timed out after `timeout` (§5.4), which the
+    /// shell tool appends to the partial output it shows the model.
+    pub fn timeout_message(timeout: Duration) -> String {
+        format!(
+            "[ERROR: Command timed out after {}ms. Partial output is shown above.\n\
+             You can retry with a longer timeout by setting the timeout_ms parameter.]",
+            timeout.as_millis()
+        )
+    }
 }
 
 /// One entry of [`ExecutionEnvironment::list_directory`].
@@ -167,6 +263,76 @@ pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 ///
 /// Relative paths resolve against [`working_directory`](Self::working_directory).
 /// Errors are `io::Error`s whose message says what happened in words a model can act on.
+///
+/// `Arc<E>` and `Box<E>` (also `Arc<dyn ExecutionEnvironment>`) implement the trait by
+/// forwarding, so wrappers such as [`ReadOnlyExecutionEnvironment`] can hold a shared
+/// environment.
+///
+/// # A host's own environment
+///
+/// Implement the trait to run tools elsewhere, or wrap [`LocalExecutionEnvironment`] to
+/// add a policy. This one refuses commands that mention `git push` and forwards the rest:
+///
+/// ```
+/// use std::io;
+/// use std::path::Path;
+/// use std::time::Duration;
+/// use agentloop::CancelToken;
+/// use agentloop::exec::*;
+///
+/// struct NoPush(LocalExecutionEnvironment);
+///
+/// impl ExecutionEnvironment for NoPush {
+///     fn exec_command(
+///         &self,
+///         request: &CommandRequest,
+///         on_output: OutputCallback<'_>,
+///         cancel: &CancelToken,
+///     ) -> io::Result<ExecResult> {
+///         if request.command.contains("git push") {
+///             return Err(io::Error::new(
+///                 io::ErrorKind::PermissionDenied,
+///                 "pushing is not allowed here; commit locally and say so in your answer",
+///             ));
+///         }
+///         self.0.exec_command(request, on_output, cancel)
+///     }
+///
+///     // Everything else goes to the local environment unchanged.
+///     fn read_file(&self, path: &Path, offset: Option<usize>, limit: Option<usize>)
+///         -> io::Result<FileContent> { self.0.read_file(path, offset, limit) }
+///     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> { self.0.read_bytes(path) }
+///     fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
+///         self.0.write_file(path, content)
+///     }
+///     fn remove_file(&self, path: &Path) -> io::Result<()> { self.0.remove_file(path) }
+///     fn file_exists(&self, path: &Path) -> bool { self.0.file_exists(path) }
+///     fn stat(&self, path: &Path) -> io::Result<FileStat> { self.0.stat(path) }
+///     fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
+///         self.0.list_directory(path, depth)
+///     }
+///     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions)
+///         -> io::Result<GrepOutput> { self.0.grep(pattern, path, options) }
+///     fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
+///         self.0.glob(pattern, path)
+///     }
+///     fn working_directory(&self) -> &Path { self.0.working_directory() }
+///     fn platform(&self) -> String { self.0.platform() }
+///     fn os_version(&self) -> String { self.0.os_version() }
+///     fn max_command_timeout(&self) -> Duration { self.0.max_command_timeout() }
+/// }
+///
+/// let dir = tempfile::tempdir()?;
+/// let env = NoPush(LocalExecutionEnvironment::new(dir.path()));
+/// let cancel = CancelToken::new();
+/// let push = CommandRequest::new("git push origin main", Duration::from_secs(10));
+/// let err = env.exec_command(&push, &|_, _| {}, &cancel).unwrap_err();
+/// assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+///
+/// let echo = CommandRequest::new("echo allowed", Duration::from_secs(10));
+/// assert_eq!(env.exec_command(&echo, &|_, _| {}, &cancel)?.stdout, "allowed\n");
+/// # Ok::<(), io::Error>(())
+/// ```
 pub trait ExecutionEnvironment: Send + Sync {
     /// Reads a text file; `offset` is the 1-based first line, `limit` the number of lines.
     /// A binary file is an error of kind `InvalidData`.
@@ -235,3 +401,77 @@ pub trait ExecutionEnvironment: Send + Sync {
         Duration::from_secs(600)
     }
 }
+
+/// Implements [`ExecutionEnvironment`] for a smart pointer by forwarding every method.
+macro_rules! forward_execution_environment {
+    ($pointer:ident) => {
+        impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for $pointer<E> {
+            fn read_file(
+                &self,
+                path: &Path,
+                offset: Option<usize>,
+                limit: Option<usize>,
+            ) -> io::Result<FileContent> {
+                (**self).read_file(path, offset, limit)
+            }
+            fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+                (**self).read_bytes(path)
+            }
+            fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
+                (**self).write_file(path, content)
+            }
+            fn remove_file(&self, path: &Path) -> io::Result<()> {
+                (**self).remove_file(path)
+            }
+            fn file_exists(&self, path: &Path) -> bool {
+                (**self).file_exists(path)
+            }
+            fn stat(&self, path: &Path) -> io::Result<FileStat> {
+                (**self).stat(path)
+            }
+            fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
+                (**self).list_directory(path, depth)
+            }
+            fn exec_command(
+                &self,
+                request: &CommandRequest,
+                on_output: OutputCallback<'_>,
+                cancel: &CancelToken,
+            ) -> io::Result<ExecResult> {
+                (**self).exec_command(request, on_output, cancel)
+            }
+            fn grep(
+                &self,
+                pattern: &str,
+                path: &Path,
+                options: &GrepOptions,
+            ) -> io::Result<GrepOutput> {
+                (**self).grep(pattern, path, options)
+            }
+            fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
+                (**self).glob(pattern, path)
+            }
+            fn initialize(&self) -> io::Result<()> {
+                (**self).initialize()
+            }
+            fn cleanup(&self) -> io::Result<()> {
+                (**self).cleanup()
+            }
+            fn working_directory(&self) -> &Path {
+                (**self).working_directory()
+            }
+            fn platform(&self) -> String {
+                (**self).platform()
+            }
+            fn os_version(&self) -> String {
+                (**self).os_version()
+            }
+            fn max_command_timeout(&self) -> Duration {
+                (**self).max_command_timeout()
+            }
+        }
+    };
+}
+
+forward_execution_environment!(Arc);
+forward_execution_environment!(Box);

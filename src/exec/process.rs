@@ -1,1 +1,638 @@
-//! Process-group spawning and killing. (Being built in part 3.)
+//! Running one shell command in its own process group: spawn, live pipe readers, timeout
+//! and cancel, SIGTERM → grace → SIGKILL of the whole group, and a bounded drain of
+//! background jobs. The only place in the crate that spawns processes or uses `unsafe`.
+//!
+//! It never installs a signal handler, never changes the process's working directory or
+//! environment (the child's are set on its `Command`), never waits on a process it did not
+//! spawn, and always reaps the process it spawned.
+//!
+//! How a call ends:
+//!
+//! 1. The shell runs as `/bin/bash -c COMMAND` (`/bin/sh` without bash) with
+//!    `process_group(0)`, so it and everything it starts share a process group whose id is
+//!    the shell's pid. Two named reader threads `poll(2)` the stdout and stderr pipes with a
+//!    short timeout before each read, so they can always be told to stop.
+//! 2. The calling thread polls the shell with `try_wait` (0.25 ms, doubling to 20 ms)
+//!    and between polls waits on a channel that a reader reaching end-of-file (usually
+//!    the shell exiting) or a cancel (through a callback on the token) wakes at once. We
+//!    poll rather than use the wait-timeout crate, whose SIGCHLD handler would be a
+//!    process-wide signal handler; this way the library installs none.
+//! 3. On timeout or cancel the group gets SIGTERM; once the shell is reaped and no live
+//!    member is left the call goes on, otherwise after the grace period the group gets
+//!    SIGKILL.
+//! 4. After the shell exits, jobs it left in the background that still hold the pipes get
+//!    [`DRAIN`] to finish; then whatever is still alive in the group is terminated the same
+//!    way. If the pipes are still open once no live member is left, a process that left the
+//!    group (`setsid`) holds them: the call reports `escaped_processes` and stops reading
+//!    instead of waiting for it.
+//!
+//! A "live member" is a process of the group that is not a zombie. On Linux that is read
+//! from `/proc`, because an orphaned zombie stays in its group until init reaps it, which
+//! some container inits do only every few seconds; elsewhere any member counts.
+
+use std::collections::BTreeMap;
+use std::ffi::CStr;
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::{ExecResult, OutputCallback, OutputStream};
+use crate::cancel::CancelToken;
+
+/// Bytes kept from the start of each stream.
+pub(crate) const HEAD_CAPTURE: usize = 1024 * 1024;
+/// Bytes kept from the end of each stream once the head is full.
+pub(crate) const TAIL_CAPTURE: usize = 1024 * 1024;
+/// How long background jobs that still hold the pipes get after the shell exits.
+pub(crate) const DRAIN: Duration = Duration::from_millis(150);
+/// How long readers get to see end-of-file once the group is gone.
+const SETTLE: Duration = Duration::from_millis(50);
+/// How long to wait for a SIGKILLed group to disappear (a process in uninterruptible sleep
+/// can outlive SIGKILL for a while); after that the call returns anyway.
+const KILL_SETTLE: Duration = Duration::from_secs(2);
+/// The readers' `poll(2)` timeout: the longest a reader takes to notice it should stop.
+const READER_POLL_MS: libc::c_int = 25;
+/// The first pause between two checks of the shell, and the pause after a wake-up.
+const MIN_POLL: Duration = Duration::from_micros(250);
+/// The longest pause between two checks of the shell while it runs.
+const MAX_POLL: Duration = Duration::from_millis(20);
+/// Read buffer per stream.
+const CHUNK: usize = 64 * 1024;
+
+/// What to run and how.
+pub(crate) struct Spawn<'a> {
+    /// The shell command line.
+    pub command: &'a str,
+    /// Where it runs.
+    pub cwd: &'a Path,
+    /// Its whole environment.
+    pub env: &'a BTreeMap<String, String>,
+    /// When to stop it.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+}
+
+/// The shell: `/bin/bash`, or `/bin/sh` where bash is missing.
+fn shell() -> &'static str {
+    static SHELL: OnceLock<&'static str> = OnceLock::new();
+    SHELL.get_or_init(|| {
+        if Path::new("/bin/bash").exists() {
+            "/bin/bash"
+        } else {
+            "/bin/sh"
+        }
+    })
+}
+
+/// Runs `spec` to completion, timeout or cancel. `Err` only when the shell cannot be
+/// spawned; everything after that is reported in the [`ExecResult`].
+pub(crate) fn run(
+    spec: &Spawn<'_>,
+    on_output: OutputCallback<'_>,
+    cancel: &CancelToken,
+) -> io::Result<ExecResult> {
+    let started = Instant::now();
+    if cancel.is_cancelled() {
+        return Ok(ExecResult {
+            cancelled: true,
+            duration: started.elapsed(),
+            ..ExecResult::default()
+        });
+    }
+    let deadline = started + spec.timeout;
+    let mut command = Command::new(shell());
+    command
+        .arg("-c")
+        .arg(spec.command)
+        .current_dir(spec.cwd)
+        .env_clear()
+        .envs(spec.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = command
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("failed to spawn `{}`: {e}", shell())))?;
+    let pipes = (child.stdout.take(), child.stderr.take());
+    let mut group = Group::new(child);
+    let (Some(stdout), Some(stderr)) = pipes else {
+        return Err(io::Error::other(
+            "the command's output pipes were not created",
+        ));
+    };
+
+    let stop = AtomicBool::new(false);
+    // Readers say `Eof` here and a cancel says `Cancel`, so the waiting thread wakes at
+    // once for either instead of at its next poll.
+    let (wake_tx, wake_rx) = crossbeam_channel::unbounded::<Wake>();
+    let cancel_wake = wake_tx.clone();
+    let _cancel_guard = cancel.on_cancel(move || {
+        let _ = cancel_wake.send(Wake::Cancel);
+    });
+    thread::scope(|scope| {
+        let stop = &stop;
+        let out_wake = wake_tx.clone();
+        let out_reader = thread::Builder::new()
+            .name("agentloop-exec-stdout".into())
+            .spawn_scoped(scope, move || {
+                read_pipe(stdout, OutputStream::Stdout, on_output, stop, out_wake)
+            });
+        let err_reader = thread::Builder::new()
+            .name("agentloop-exec-stderr".into())
+            .spawn_scoped(scope, move || {
+                read_pipe(stderr, OutputStream::Stderr, on_output, stop, wake_tx)
+            });
+        let (out_reader, err_reader) = match (out_reader, err_reader) {
+            (Ok(out), Ok(err)) => (out, err),
+            (out, err) => {
+                // `group` kills the command when dropped; readers that did start stop.
+                stop.store(true, Ordering::SeqCst);
+                let failed = out.as_ref().err().or(err.as_ref().err());
+                let reason = failed.map(ToString::to_string).unwrap_or_default();
+                return Err(io::Error::other(format!(
+                    "failed to start an output reader thread: {reason}"
+                )));
+            }
+        };
+
+        let mut pipes = OpenPipes {
+            open: 2,
+            wake: wake_rx,
+        };
+        let ending = group.wait_main(&mut pipes, deadline, cancel);
+        if ending != Ending::Exited {
+            group.terminate(spec.kill_grace);
+        }
+        pipes.wait_until(Instant::now() + DRAIN);
+        if group.has_live_members() {
+            group.terminate(spec.kill_grace);
+        }
+        pipes.wait_until(Instant::now() + SETTLE);
+        let escaped_processes = pipes.open > 0 && !group.has_live_members();
+        stop.store(true, Ordering::SeqCst);
+
+        let stdout = join_reader(out_reader);
+        let stderr = join_reader(err_reader);
+        let status = group.status;
+        Ok(ExecResult {
+            exit_code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
+            timed_out: ending == Ending::TimedOut,
+            cancelled: ending == Ending::Cancelled,
+            duration: started.elapsed(),
+            stdout_bytes: stdout.total,
+            stderr_bytes: stderr.total,
+            capture_truncated: stdout.dropped() > 0 || stderr.dropped() > 0,
+            escaped_processes,
+            stdout: stdout.into_text(),
+            stderr: stderr.into_text(),
+        })
+    })
+}
+
+fn join_reader(handle: thread::ScopedJoinHandle<'_, Capture>) -> Capture {
+    match handle.join() {
+        Ok(capture) => capture,
+        // The host's output callback panicked: the command is already cleaned up, so pass
+        // the panic on.
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+/// How the shell's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    Exited,
+    TimedOut,
+    Cancelled,
+}
+
+/// What wakes the thread waiting for a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// A reader reached end-of-file.
+    Eof,
+    /// The cancel token was cancelled.
+    Cancel,
+}
+
+/// Counts the pipes whose reader has not yet seen end-of-file.
+struct OpenPipes {
+    open: usize,
+    wake: Receiver<Wake>,
+}
+
+impl OpenPipes {
+    /// Waits up to `timeout` for a wake-up; returns whether one came.
+    fn wait(&mut self, timeout: Duration) -> bool {
+        match self.wake.recv_timeout(timeout) {
+            Ok(wake) => {
+                if wake == Wake::Eof {
+                    self.open -= 1;
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Waits until both pipes reached end-of-file or `deadline` passed.
+    fn wait_until(&mut self, deadline: Instant) {
+        while self.open > 0 {
+            match self.wake.recv_deadline(deadline) {
+                Ok(Wake::Eof) => self.open -= 1,
+                Ok(Wake::Cancel) => {}
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// The spawned shell and its process group. Dropping it before the shell was reaped (an
+/// early return or a panic) kills the group and reaps the shell.
+struct Group {
+    child: Child,
+    pgid: libc::pid_t,
+    reaped: bool,
+    /// The shell's status; `None` if someone else reaped it.
+    status: Option<ExitStatus>,
+}
+
+impl Group {
+    fn new(child: Child) -> Group {
+        // A pid always fits in pid_t; the cast only changes the Rust type.
+        let pgid = child.id() as libc::pid_t;
+        Group {
+            child,
+            pgid,
+            reaped: false,
+            status: None,
+        }
+    }
+
+    /// Reaps the shell if it has exited. Returns whether it has been reaped.
+    fn try_reap(&mut self) -> bool {
+        if self.reaped {
+            return true;
+        }
+        match self.child.try_wait() {
+            Ok(Some(status)) => self.status = Some(status),
+            Ok(None) => return false,
+            // ECHILD: someone else reaped it (a host calling waitpid(-1)); it is gone.
+            Err(_) => {}
+        }
+        self.reaped = true;
+        true
+    }
+
+    /// Waits for the shell to exit, the deadline, or the cancel, whichever comes first.
+    /// The shell is polled with a growing pause; a pipe reaching end-of-file (usually the
+    /// shell exiting) or a cancel cuts the pause short.
+    fn wait_main(
+        &mut self,
+        pipes: &mut OpenPipes,
+        deadline: Instant,
+        cancel: &CancelToken,
+    ) -> Ending {
+        let mut pause = MIN_POLL;
+        loop {
+            if self.try_reap() {
+                return Ending::Exited;
+            }
+            if cancel.is_cancelled() {
+                return Ending::Cancelled;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ending::TimedOut;
+            }
+            if pipes.wait(pause.min(deadline - now)) {
+                pause = MIN_POLL;
+            } else {
+                pause = (pause * 2).min(MAX_POLL);
+            }
+        }
+    }
+
+    /// SIGTERM to the group; SIGKILL once `grace` has passed with the shell or another live
+    /// member still there; then waits (bounded) for the shell to be reaped.
+    fn terminate(&mut self, grace: Duration) {
+        self.signal(libc::SIGTERM);
+        if self.wait_for_group_end(Instant::now() + grace) {
+            return;
+        }
+        self.signal(libc::SIGKILL);
+        if !self.wait_for_group_end(Instant::now() + KILL_SETTLE) && !self.reaped {
+            // SIGKILL was sent; the shell dies as soon as the kernel lets it.
+            self.status = self.child.wait().ok();
+            self.reaped = true;
+        }
+    }
+
+    /// Polls until the shell is reaped and the group has no live member, or `deadline`.
+    fn wait_for_group_end(&mut self, deadline: Instant) -> bool {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if self.try_reap() && !self.has_live_members() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(MAX_POLL);
+        }
+    }
+
+    /// Sends `signal` to every process of the group.
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: killpg only sends a signal; it touches no memory of ours. The group id is
+        // our child's pid: while the child is unreaped the id cannot be reused, and after
+        // that we only signal after seeing live members in the group, which also keeps
+        // the id from being reused.
+        unsafe {
+            libc::killpg(self.pgid, signal);
+        }
+    }
+
+    /// Whether a process of the group is alive (not a zombie).
+    fn has_live_members(&self) -> bool {
+        // SAFETY: signal 0 only checks that the group exists and may be signalled.
+        let exists = unsafe { libc::killpg(self.pgid, 0) } == 0
+            || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        exists && live_members_from_proc(self.pgid).unwrap_or(true)
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.signal(libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether `/proc` lists a process of group `pgid` that is not a zombie; `None` where
+/// `/proc` cannot tell (not Linux, or not mounted).
+fn live_members_from_proc(pgid: libc::pid_t) -> Option<bool> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let mut stat = Vec::with_capacity(512);
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        stat.clear();
+        let read = std::fs::File::open(entry.path().join("stat"))
+            .and_then(|mut file| file.read_to_end(&mut stat));
+        if read.is_err() {
+            continue; // the process ended while we looked
+        }
+        if let Some((state, group)) = parse_stat(&stat)
+            && group == pgid
+            && state != b'Z'
+            && state != b'X'
+        {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
+/// State and process group from a `/proc/PID/stat` line: `pid (comm) state ppid pgrp …`.
+/// The command name may contain spaces and parentheses, so fields are counted from the
+/// last `)`.
+fn parse_stat(stat: &[u8]) -> Option<(u8, libc::pid_t)> {
+    let close = memchr::memrchr(b')', stat)?;
+    let rest = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
+    let mut fields = rest.split(' ');
+    let state = *fields.next()?.as_bytes().first()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// Reads one pipe until end-of-file or `stop`, forwarding chunks and keeping a capture.
+/// Sends [`Wake::Eof`] when it reached end-of-file.
+fn read_pipe<P: Read + AsRawFd>(
+    mut pipe: P,
+    stream: OutputStream,
+    on_output: OutputCallback<'_>,
+    stop: &AtomicBool,
+    wake: Sender<Wake>,
+) -> Capture {
+    let mut capture = Capture::default();
+    let mut buf = vec![0u8; CHUNK];
+    while !stop.load(Ordering::SeqCst) {
+        if !readable(pipe.as_raw_fd(), READER_POLL_MS) {
+            continue;
+        }
+        match pipe.read(&mut buf) {
+            Ok(0) => {
+                let _ = wake.send(Wake::Eof);
+                break;
+            }
+            Ok(n) => {
+                on_output(stream, &buf[..n]);
+                capture.push(&buf[..n]);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                let _ = wake.send(Wake::Eof);
+                break;
+            }
+        }
+    }
+    capture
+}
+
+/// Waits up to `timeout_ms` for `fd` to have data or reach end-of-file.
+fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid, writable pollfd that lives across the call, and `fd` is
+    // an open pipe owned by the calling reader for the whole call.
+    let ready = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    ready > 0
+}
+
+/// The first [`HEAD_CAPTURE`] and the last [`TAIL_CAPTURE`] bytes of a stream, and its
+/// exact length.
+#[derive(Default)]
+struct Capture {
+    head: Vec<u8>,
+    /// A ring once full: the oldest byte is at `tail_start`.
+    tail: Vec<u8>,
+    tail_start: usize,
+    total: u64,
+}
+
+impl Capture {
+    fn push(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        let to_head = (HEAD_CAPTURE - self.head.len()).min(data.len());
+        self.head.extend_from_slice(&data[..to_head]);
+        data = &data[to_head..];
+        if data.is_empty() {
+            return;
+        }
+        if self.tail.len() < TAIL_CAPTURE {
+            let fill = (TAIL_CAPTURE - self.tail.len()).min(data.len());
+            self.tail.extend_from_slice(&data[..fill]);
+            data = &data[fill..];
+        }
+        if data.len() >= TAIL_CAPTURE {
+            self.tail
+                .copy_from_slice(&data[data.len() - TAIL_CAPTURE..]);
+            self.tail_start = 0;
+            return;
+        }
+        while !data.is_empty() {
+            let n = (TAIL_CAPTURE - self.tail_start).min(data.len());
+            self.tail[self.tail_start..self.tail_start + n].copy_from_slice(&data[..n]);
+            self.tail_start = (self.tail_start + n) % TAIL_CAPTURE;
+            data = &data[n..];
+        }
+    }
+
+    /// Bytes that were neither in the head nor in the tail.
+    fn dropped(&self) -> u64 {
+        self.total - (self.head.len() + self.tail.len()) as u64
+    }
+
+    /// The capture as text (invalid UTF-8 replaced), with a marker where bytes were
+    /// dropped. Consumes the capture so that its buffers are reused, not copied.
+    fn into_text(self) -> String {
+        let dropped = self.dropped();
+        let Capture {
+            mut head,
+            mut tail,
+            tail_start,
+            ..
+        } = self;
+        tail.rotate_left(tail_start);
+        if dropped == 0 {
+            head.append(&mut tail);
+            return bytes_to_text(head);
+        }
+        let mut text = bytes_to_text(head);
+        text.push_str(&format!("\n[... {dropped} bytes of output omitted ...]\n"));
+        text.push_str(&String::from_utf8_lossy(&tail));
+        text
+    }
+}
+
+/// `bytes` as a `String`, without copying when they are valid UTF-8.
+fn bytes_to_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// The kernel's name and release (`"Linux 6.8.0-45-generic"`), from `uname(2)`.
+pub(crate) fn os_version() -> String {
+    // SAFETY: `utsname` is plain data (arrays of c_char), so all-zero is a valid value.
+    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `uts` is a valid, writable `utsname` that outlives the call.
+    if unsafe { libc::uname(&mut uts) } != 0 {
+        return String::from("unknown");
+    }
+    let field = |chars: &[libc::c_char]| {
+        // SAFETY: on success uname fills each field with a NUL-terminated string that fits
+        // in its array, and the array lives as long as `uts`.
+        unsafe { CStr::from_ptr(chars.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    format!("{} {}", field(&uts.sysname), field(&uts.release))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn captured(chunks: &[&[u8]]) -> Capture {
+        let mut capture = Capture::default();
+        for chunk in chunks {
+            capture.push(chunk);
+        }
+        capture
+    }
+
+    #[test]
+    fn small_output_is_kept_whole() {
+        let capture = captured(&[b"hello ", b"world"]);
+        assert_eq!((capture.total, capture.dropped()), (11, 0));
+        assert_eq!(capture.into_text(), "hello world");
+    }
+
+    #[test]
+    fn output_up_to_both_caps_is_kept_whole_across_the_seam() {
+        let data: Vec<u8> = (0..HEAD_CAPTURE + TAIL_CAPTURE)
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect();
+        let capture = captured(&[
+            &data[..10],
+            &data[10..HEAD_CAPTURE + 7],
+            &data[HEAD_CAPTURE + 7..],
+        ]);
+        assert_eq!(capture.dropped(), 0);
+        assert_eq!(capture.into_text().as_bytes(), &data[..]);
+    }
+
+    #[test]
+    fn long_output_keeps_the_exact_head_and_tail_with_a_marker() {
+        let data: Vec<u8> = (0..5 * 1024 * 1024 + 333)
+            .map(|i: usize| b'a' + (i % 26) as u8)
+            .collect();
+        // Odd chunk sizes so the ring wraps at arbitrary points.
+        let mut capture = Capture::default();
+        for chunk in data.chunks(70_001) {
+            capture.push(chunk);
+        }
+        let dropped = data.len() - HEAD_CAPTURE - TAIL_CAPTURE;
+        assert_eq!(capture.dropped(), dropped as u64);
+        let text = capture.into_text();
+        let marker = format!("\n[... {dropped} bytes of output omitted ...]\n");
+        let expected = [
+            &data[..HEAD_CAPTURE],
+            marker.as_bytes(),
+            &data[data.len() - TAIL_CAPTURE..],
+        ]
+        .concat();
+        assert!(text.as_bytes() == expected.as_slice());
+    }
+
+    #[test]
+    fn one_huge_chunk_keeps_its_last_bytes() {
+        let data: Vec<u8> = (0..3 * 1024 * 1024)
+            .map(|i: usize| (i % 251) as u8)
+            .collect();
+        let capture = captured(&[&data]);
+        let (newer, older) = capture.tail.split_at(capture.tail_start);
+        assert_eq!([older, newer].concat(), &data[data.len() - TAIL_CAPTURE..]);
+    }
+
+    #[test]
+    fn proc_stat_lines_parse_even_with_odd_command_names() {
+        assert_eq!(parse_stat(b"42 (sleep) S 1 40 40 0"), Some((b'S', 40)));
+        assert_eq!(parse_stat(b"42 (a) b (c) Z 7 9 9 0"), Some((b'Z', 9)));
+        assert_eq!(parse_stat(b"garbage"), None);
+    }
+}

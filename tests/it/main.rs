@@ -2,6 +2,9 @@
 
 mod anthropic;
 mod client;
+mod exec_env;
+mod exec_files;
+mod exec_process;
 mod scripted;
 mod session;
 mod session_abort;
