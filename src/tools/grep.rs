@@ -1,1 +1,143 @@
-//! The `grep` tool. (Being built in part 4.)
+//! The `grep` tool: searches file contents with a regex through the execution environment
+//! (ripgrep or the in-process search). It never reads files itself.
+//!
+//! Output: one match per line as `path:line:text`, paths relative to the working directory;
+//! `No matches found` when there are none; a last line saying the search stopped when it hit
+//! `max_results`. Matched lines longer than 500 characters are cut.
+
+use std::io;
+
+use serde_json::json;
+
+use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
+use crate::exec::GrepOptions;
+
+/// The tool's name.
+pub const NAME: &str = "grep";
+
+/// What the model reads about the tool.
+pub const DESCRIPTION: &str = "\
+Search file contents with a regular expression (Rust regex syntax, like ripgrep). Returns \
+matching lines as `path:line:text`. Searches the working directory by default, or the \
+directory or file given in `path`; skips .git, binary files and files ignored by .gitignore. \
+Narrow the files with `glob_filter` (for example `*.rs` or `src/**/*.ts`).";
+
+/// Matches returned when the call gives no `max_results`.
+pub const DEFAULT_MAX_RESULTS: u64 = 100;
+
+const MAX_LINE_CHARS: usize = 500;
+
+/// The tool's definition.
+pub fn definition() -> ToolDefinition {
+    ToolDefinition {
+        name: NAME.to_string(),
+        description: DESCRIPTION.to_string(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "The regular expression to search for."
+                },
+                "path": {
+                    "type": "string",
+                    "description": "Directory or file to search (default: the working directory)."
+                },
+                "glob_filter": {
+                    "type": "string",
+                    "description": "Only search files matching this glob, e.g. `*.py`."
+                },
+                "case_insensitive": {
+                    "type": "boolean",
+                    "description": "Ignore case (default false)."
+                },
+                "max_results": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Maximum number of matching lines (default 100)."
+                }
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        }),
+        freeform: None,
+    }
+}
+
+/// The `grep` tool.
+pub fn tool() -> RegisteredTool {
+    RegisteredTool::new(definition(), execute)
+}
+
+fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
+    let args = args::json(&input)?;
+    let pattern = args::required_str(args, "pattern")?;
+    let raw_path = args::optional_str(args, "path").unwrap_or(".");
+    let path = args::resolve_path(ctx, raw_path)?;
+    let is_dir = match ctx.env.stat(&path) {
+        Ok(stat) => stat.is_dir,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(format!(
+                "{raw_path} does not exist; give a directory or file inside the working directory"
+            ));
+        }
+        Err(e) => return Err(format!("could not search {raw_path}: {e}")),
+    };
+    let max_results = args::optional_u64(args, "max_results").unwrap_or(DEFAULT_MAX_RESULTS);
+    let options = GrepOptions {
+        case_insensitive: args::optional_bool(args, "case_insensitive").unwrap_or(false),
+        glob_filter: args::optional_str(args, "glob_filter").map(str::to_string),
+        max_results: usize::try_from(max_results).unwrap_or(usize::MAX),
+        ..GrepOptions::default()
+    };
+    let output = ctx.env.grep(pattern, &path, &options).map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidInput {
+            format!("invalid search: {e}. Fix the pattern (Rust regex syntax; escape `(`, `[`, `.` and `{{` to match them literally)")
+        } else {
+            format!("the search failed: {e}")
+        }
+    })?;
+    if output.matches.is_empty() {
+        return Ok(ToolOutput::text(format!(
+            "No matches found for `{pattern}`."
+        )));
+    }
+    let base = if is_dir {
+        args::display_path(ctx, &path)
+    } else {
+        String::new()
+    };
+    let mut out = String::new();
+    for m in &output.matches {
+        let shown_path = if is_dir {
+            if base == "." {
+                m.path.clone()
+            } else {
+                format!("{base}/{}", m.path)
+            }
+        } else {
+            args::display_path(ctx, &path)
+        };
+        out.push_str(&shown_path);
+        out.push(':');
+        out.push_str(&m.line_number.to_string());
+        out.push(':');
+        match m.line.char_indices().nth(MAX_LINE_CHARS) {
+            Some((cut, _)) => {
+                out.push_str(&m.line[..cut]);
+                out.push_str(" [... line cut]");
+            }
+            None => out.push_str(&m.line),
+        }
+        out.push('\n');
+    }
+    if output.truncated {
+        out.push_str(&format!(
+            "[Stopped at max_results={max_results} matches; more exist. Narrow the pattern, \
+             path or glob_filter, or raise max_results.]"
+        ));
+    } else {
+        out.pop();
+    }
+    Ok(ToolOutput::text(out))
+}

@@ -24,17 +24,19 @@ use crate::llm::{ImageData, ToolCall, ToolKind};
 pub use crate::llm::{FreeformFormat, ToolDefinition};
 
 pub mod apply_patch;
+pub mod edit_file;
+pub mod glob;
+pub mod grep;
+pub mod list_dir;
+pub mod read_file;
+pub mod read_many_files;
 pub mod schema;
+pub mod shell;
 pub mod truncate;
+pub mod write_file;
 
-mod edit_file;
-mod glob;
-mod grep;
-mod list_dir;
-mod read_file;
-mod read_many_files;
-mod shell;
-mod write_file;
+mod args;
+mod text;
 
 /// What an executor receives.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +87,9 @@ pub struct ToolContext<'a> {
     pub default_timeout: Duration,
     /// Upper bound for any command timeout.
     pub max_timeout: Duration,
+    /// Whether file tools may touch paths outside the working directory (after `..` is
+    /// resolved). Default `false`: such a path is an error telling the model to stay inside.
+    pub allow_outside_working_dir: bool,
 }
 
 impl<'a> ToolContext<'a> {
@@ -101,6 +106,7 @@ impl<'a> ToolContext<'a> {
             on_output: &|_, _| {},
             default_timeout: Duration::from_secs(10),
             max_timeout: Duration::from_secs(600),
+            allow_outside_working_dir: false,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The integration tests: one binary, one module per feature.
 
 mod anthropic;
+mod apply_patch;
 mod client;
 mod exec_env;
 mod exec_files;
@@ -14,3 +15,4 @@ mod session_support;
 mod session_tools;
 mod sse;
 mod support;
+mod tools_tree;

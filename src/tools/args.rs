@@ -1,0 +1,115 @@
+//! Reading validated tool arguments and resolving the paths they name. Helpers for the
+//! executors; they never touch the filesystem.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::{ToolContext, ToolInput};
+
+/// The JSON arguments of `input`, or an error for a freeform call to a JSON tool.
+pub(crate) fn json(input: &ToolInput) -> Result<&Map<String, Value>, String> {
+    match input {
+        ToolInput::Json(map) => Ok(map),
+        ToolInput::Freeform(_) => {
+            Err("this tool takes JSON arguments, not free text; call it as a function".into())
+        }
+    }
+}
+
+/// A required string argument (validation has already checked that it is one).
+pub(crate) fn required_str<'a>(
+    args: &'a Map<String, Value>,
+    name: &str,
+) -> Result<&'a str, String> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("the argument \"{name}\" is required and must be a string"))
+}
+
+/// An optional string argument.
+pub(crate) fn optional_str<'a>(args: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
+    args.get(name).and_then(Value::as_str)
+}
+
+/// An optional non-negative integer argument (`3` or `3.0`).
+pub(crate) fn optional_u64(args: &Map<String, Value>, name: &str) -> Option<u64> {
+    let value = args.get(name)?;
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u64::MAX as f64)
+            .map(|f| f as u64)
+    })
+}
+
+/// An optional boolean argument.
+pub(crate) fn optional_bool(args: &Map<String, Value>, name: &str) -> Option<bool> {
+    args.get(name).and_then(Value::as_bool)
+}
+
+/// Resolves `raw` against the working directory, removing `.` and `..` lexically.
+/// A path that ends up outside the working directory is an error unless the context
+/// allows it.
+pub(crate) fn resolve_path(ctx: &ToolContext<'_>, raw: &str) -> Result<PathBuf, String> {
+    if raw.trim().is_empty() {
+        return Err("the path is empty; give a file path relative to the working directory".into());
+    }
+    let working_dir = normalize(ctx.env.working_directory());
+    let given = Path::new(raw);
+    let full = if given.is_absolute() {
+        normalize(given)
+    } else {
+        normalize(&working_dir.join(given))
+    };
+    if !ctx.allow_outside_working_dir && !full.starts_with(&working_dir) {
+        return Err(format!(
+            "{raw} is outside the working directory {}; use a path inside the working directory",
+            working_dir.display()
+        ));
+    }
+    Ok(full)
+}
+
+/// `path` relative to the working directory when it is inside it, else as is.
+pub(crate) fn display_path(ctx: &ToolContext<'_>, path: &Path) -> String {
+    let working_dir = normalize(ctx.env.working_directory());
+    match path.strip_prefix(&working_dir) {
+        Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
+        Ok(relative) => relative.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// Removes `.` components and resolves `..` against the preceding component, without
+/// touching the filesystem (symlinks are not followed).
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let last_is_parent =
+                    matches!(out.components().next_back(), Some(Component::ParentDir));
+                if last_is_parent || (!out.pop() && !out.has_root()) {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_removes_dots_lexically() {
+        assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(normalize(Path::new("/a/../../b")), PathBuf::from("/b"));
+        assert_eq!(normalize(Path::new("a/../../b")), PathBuf::from("../b"));
+        assert_eq!(normalize(Path::new("../../b")), PathBuf::from("../../b"));
+    }
+}

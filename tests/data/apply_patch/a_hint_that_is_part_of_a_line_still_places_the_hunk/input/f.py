@@ -1,0 +1,5 @@
+def helper():
+    return 0
+
+def main(argv):
+    return 0

@@ -1,0 +1,6 @@
+def b():
+    return 1
+
+class X:
+  def b():
+    return 2

@@ -1,0 +1,3 @@
+import os
+import re
+import sys

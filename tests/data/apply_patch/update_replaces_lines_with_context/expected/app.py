@@ -1,0 +1,6 @@
+import os
+import sys
+import yaml
+
+def main():
+    pass

@@ -1,0 +1,6 @@
+import os
+import sys
+import json
+
+def main():
+    pass
