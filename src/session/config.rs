@@ -60,6 +60,9 @@ pub struct SessionConfig {
     /// Decides, before each validated tool call runs, whether it may run. `None` allows
     /// everything.
     pub approval: Option<ApprovalHook>,
+    /// Whether file tools may touch paths outside the environment's working directory.
+    /// Default `false`.
+    pub allow_outside_working_dir: bool,
 }
 
 impl Default for SessionConfig {
@@ -76,6 +79,7 @@ impl Default for SessionConfig {
             loop_detection_window: 10,
             max_subagent_depth: 1,
             approval: None,
+            allow_outside_working_dir: false,
         }
     }
 }
@@ -97,6 +101,7 @@ impl fmt::Debug for SessionConfig {
             .field("loop_detection_window", &self.loop_detection_window)
             .field("max_subagent_depth", &self.max_subagent_depth)
             .field("approval", &self.approval.as_ref().map(|_| "hook"))
+            .field("allow_outside_working_dir", &self.allow_outside_working_dir)
             .finish()
     }
 }

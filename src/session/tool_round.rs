@@ -99,6 +99,7 @@ impl ToolRound<'_> {
             on_output: &on_output,
             default_timeout: self.default_timeout(),
             max_timeout: Duration::from_millis(self.config.max_command_timeout_ms),
+            allow_outside_working_dir: self.config.allow_outside_working_dir,
         };
         let outcome = prepared.run(&ctx);
         for (stream, rest) in decoder.flush() {

@@ -77,8 +77,10 @@ fn everything_session() -> (Harness, Vec<SessionEvent>) {
             .with_tool_call("stream", json!({})),
         ScriptedTurn::tool_call("stream", json!({})),
         ScriptedTurn::tool_call("echo", json!({"text": "needs approval"})),
-        // Input 2: a transient provider error.
-        ScriptedTurn::error(Error::new(ErrorKind::RateLimited, "slow down").with_status(429)),
+        // Input 2: a provider error that ends the input but not the session.
+        ScriptedTurn::error(
+            Error::new(ErrorKind::ContextLength, "prompt is too long").with_status(400),
+        ),
         // Input 3: a plain answer.
         ScriptedTurn::text("done"),
     ];

@@ -12,7 +12,6 @@ use agentloop::exec::{
     CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
     GrepOutput, OutputCallback,
 };
-use agentloop::llm::Client;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::{
@@ -212,7 +211,7 @@ pub fn harness_with(
 ) -> Harness {
     let dir = tempfile::tempdir().expect("temp dir");
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = Client::new().with_provider(model.clone());
+    let client = crate::support::client_for(model.clone());
     let session = Session::new(profile, env.clone(), client, config).expect("session starts");
     let events = session.events();
     Harness {
@@ -378,7 +377,7 @@ pub fn gated_harness(
     let (gated_model, release) = GatedModel::new(model.clone(), gated);
     let dir = tempfile::tempdir().expect("temp dir");
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = Client::new().with_provider(gated_model);
+    let client = crate::support::client_for(gated_model);
     let session = Session::new(profile, env.clone(), client, config).expect("session starts");
     let events = session.events();
     let h = Harness {
