@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 mod exec;
+mod loop_;
 
 /// One row of the table.
 pub struct Row {
@@ -25,7 +26,7 @@ fn ms(d: Duration) -> String {
 
 type Section = (&'static str, fn() -> Vec<Row>);
 
-const SECTIONS: &[Section] = &[("exec", exec::run)];
+const SECTIONS: &[Section] = &[("exec", exec::run), ("loop", loop_::run)];
 
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();

@@ -13,6 +13,7 @@ mod session_errors;
 mod session_events;
 mod session_http;
 mod session_shell;
+mod session_sse;
 mod session_steering;
 mod session_support;
 mod session_tools;
