@@ -6,26 +6,29 @@
 //! blocks the host except in [`Session::run`] (which waits for its input by design) and in
 //! `Drop` (which joins the worker after aborting it).
 //!
-//! ```no_run
+//! ```
 //! use std::sync::Arc;
+//! use agentloop::exec::LocalExecutionEnvironment;
 //! use agentloop::llm::Client;
 //! use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 //! use agentloop::profiles::ProviderProfile;
 //! use agentloop::session::{EventKind, Session, SessionConfig};
-//! # fn env() -> Arc<dyn agentloop::exec::ExecutionEnvironment> { unimplemented!() }
 //!
 //! let model = ScriptedModel::new(vec![ScriptedTurn::text("All tests pass.")]);
 //! let client = Client::new().with_provider(model);
 //! let profile = ProviderProfile::new("scripted", "demo");
-//! let session = Session::new(profile, env(), client, SessionConfig::default())?;
+//! let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir()));
+//! let session = Session::new(profile, env, client, SessionConfig::default())?;
 //! let events = session.events();
 //! session.submit("run the tests")?;
 //! session.close();
+//! let mut text = String::new();
 //! for event in events {
 //!     if let EventKind::AssistantTextDelta { delta } = &event.kind {
-//!         print!("{delta}");
+//!         text.push_str(delta);
 //!     }
 //! }
+//! assert_eq!(text, "All tests pass.");
 //! # Ok::<(), agentloop::Error>(())
 //! ```
 //!

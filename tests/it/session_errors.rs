@@ -182,3 +182,29 @@ fn graceful_shutdown_ends_the_input_then_cleans_up_then_emits_session_end_last()
     assert_eq!(h.env.cleanups.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert!(h.events.next().is_none());
 }
+
+#[test]
+fn an_environment_that_fails_to_start_closes_the_session_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = DirEnv::new(dir.path());
+    env.fail_init = true;
+    let client = crate::support::client_for(ScriptedModel::new(vec![]));
+    let session = agentloop::session::Session::new(
+        profile(),
+        std::sync::Arc::new(env),
+        client,
+        SessionConfig::default(),
+    )
+    .unwrap();
+    let mut events = session.events();
+    let all = collect_to_end(&mut events);
+    assert_eq!(names(&all), ["session_start", "error", "session_end"]);
+    let (message, kind, fatal) = error_event(&all);
+    assert!(
+        message.contains("the sandbox image is missing"),
+        "{message}"
+    );
+    assert_eq!(kind, "io");
+    assert!(fatal);
+    assert_eq!(session.state(), SessionState::Closed);
+}

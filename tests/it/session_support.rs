@@ -28,6 +28,8 @@ pub const HANG: Duration = Duration::from_secs(20);
 pub struct DirEnv {
     root: PathBuf,
     pub cleanups: std::sync::atomic::AtomicUsize,
+    /// Make `initialize` fail (for the start-up error path).
+    pub fail_init: bool,
 }
 
 impl DirEnv {
@@ -35,6 +37,7 @@ impl DirEnv {
         DirEnv {
             root: root.to_path_buf(),
             cleanups: Default::default(),
+            fail_init: false,
         }
     }
 
@@ -120,6 +123,13 @@ impl ExecutionEnvironment for DirEnv {
 
     fn glob(&self, _pattern: &str, _path: &Path) -> io::Result<Vec<String>> {
         Err(io::Error::other("glob is not supported by DirEnv"))
+    }
+
+    fn initialize(&self) -> io::Result<()> {
+        if self.fail_init {
+            return Err(io::Error::other("the sandbox image is missing"));
+        }
+        Ok(())
     }
 
     fn cleanup(&self) -> io::Result<()> {
