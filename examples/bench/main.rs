@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 mod exec;
+mod grep;
 mod loop_;
+mod tools;
 
 /// One row of the table.
 pub struct Row {
@@ -26,7 +28,12 @@ fn ms(d: Duration) -> String {
 
 type Section = (&'static str, fn() -> Vec<Row>);
 
-const SECTIONS: &[Section] = &[("exec", exec::run), ("loop", loop_::run)];
+const SECTIONS: &[Section] = &[
+    ("exec", exec::run),
+    ("grep", grep::run),
+    ("loop", loop_::run),
+    ("tools", tools::run),
+];
 
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();

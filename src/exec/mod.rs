@@ -219,10 +219,15 @@ pub struct FileContent {
 pub struct GrepOptions {
     /// Match case-insensitively.
     pub case_insensitive: bool,
-    /// Only search files whose name matches this glob (`*.rs`, `src/**/*.ts`).
+    /// Only search files matching this glob, as ripgrep's `--glob`: without a `/` it
+    /// matches names at any depth (`*.rs`, `*.{ts,tsx}`), with one it matches paths from
+    /// the searched directory (`src/**/*.ts`); a leading `!` excludes instead (`!tests`).
     pub glob_filter: Option<String>,
     /// Stop after this many matching lines.
     pub max_results: usize,
+    /// Which search implementation the local environment uses. Both give the same
+    /// results; the choice exists for tests and benchmarks.
+    pub backend: GrepBackend,
 }
 
 impl Default for GrepOptions {
@@ -231,8 +236,23 @@ impl Default for GrepOptions {
             case_insensitive: false,
             glob_filter: None,
             max_results: 100,
+            backend: GrepBackend::Auto,
         }
     }
+}
+
+/// Which search implementation the local environment's grep uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum GrepBackend {
+    /// ripgrep when `rg` (version 11 or later) is on `PATH`, the in-process search
+    /// otherwise or when ripgrep fails.
+    #[default]
+    Auto,
+    /// Always ripgrep; an error of kind `NotFound` when it is not installed.
+    Ripgrep,
+    /// Always the in-process search.
+    InProcess,
 }
 
 /// One matching line.
@@ -249,7 +269,9 @@ pub struct GrepMatch {
 /// The result of a search.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GrepOutput {
-    /// Matching lines, ordered by path then line number.
+    /// Matching lines, ordered by path then line number. Paths are in tree order (names
+    /// compared bytewise, a directory's files where the directory's name sorts), as
+    /// `rg --sort path` lists them.
     pub matches: Vec<GrepMatch>,
     /// More matches existed than `max_results`.
     pub truncated: bool,

@@ -165,10 +165,14 @@ fn create(
             ctx.env
                 .write_file(path, new.as_bytes())
                 .map_err(|e| format!("could not write {raw_path}: {e}"))?;
-            Ok(ToolOutput::text(format!(
-                "Created {raw_path} ({} bytes).",
-                new.len()
-            )))
+            Ok(ToolOutput::text(if existing.is_some() {
+                format!(
+                    "Wrote {raw_path} ({} bytes; the file was empty).",
+                    new.len()
+                )
+            } else {
+                format!("Created {raw_path} ({} bytes).", new.len())
+            }))
         }
     }
 }
@@ -392,9 +396,8 @@ fn not_found_message(path: &str, lines: &[&str], wanted: &[&str]) -> String {
         Some((start, _)) => {
             let end = (start + wanted.len()).min(lines.len());
             message.push_str(&format!(
-                " The most similar part of the file is lines {}-{}:\n",
-                start + 1,
-                end
+                " The most similar part of the file is {}:\n",
+                text::line_range(start + 1, end)
             ));
             message.push_str(&text::numbered(
                 start + 1,

@@ -69,7 +69,7 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
     }
     let files = ctx.env.glob(pattern, &path).map_err(|e| {
         if e.kind() == io::ErrorKind::InvalidInput {
-            format!("invalid glob pattern `{pattern}`: {e}")
+            e.to_string()
         } else {
             format!("the search failed: {e}")
         }

@@ -92,7 +92,10 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
     };
     let output = ctx.env.grep(pattern, &path, &options).map_err(|e| {
         if e.kind() == io::ErrorKind::InvalidInput {
-            format!("invalid search: {e}. Fix the pattern (Rust regex syntax; escape `(`, `[`, `.` and `{{` to match them literally)")
+            format!(
+                "{e}. Fix the pattern or glob_filter (Rust regex syntax: escape `(`, `[`, `.`, \
+                 `{{` and `|` with `\\` to match them literally)"
+            )
         } else {
             format!("the search failed: {e}")
         }

@@ -191,17 +191,13 @@ fn read_image(
     size: u64,
 ) -> Result<Option<ToolOutput>, String> {
     if size > MAX_IMAGE_BYTES {
-        // Only a look at the magic bytes decides whether this is an image worth refusing.
-        let bytes = ctx
-            .env
-            .read_bytes(path)
-            .map_err(|e| format!("could not read {raw_path}: {e}"))?;
-        if let Some(media_type) = image_media_type(&bytes) {
+        // Not read: a file this large is refused when its name says image, and otherwise
+        // handled as text or binary.
+        if has_image_extension(path) {
             return Err(format!(
-                "{raw_path} is an image ({media_type}) of {size} bytes, more than the {} bytes \
-                 read_file returns; make a smaller copy with a shell command if you need to \
-                 see it",
-                MAX_IMAGE_BYTES
+                "{raw_path} is {size} bytes, more than the {MAX_IMAGE_BYTES} bytes read_file \
+                 returns for an image; make a smaller copy with a shell command if you need to \
+                 see it"
             ));
         }
         return Ok(None);

@@ -213,21 +213,19 @@ pub(crate) fn closest_region(lines: &[&str], wanted: &[&str]) -> Option<(usize, 
 }
 
 /// A cheap similarity of two lines in `0.0..=1.0`: 1 when equal ignoring surrounding
-/// whitespace, else the share of characters in their common prefix and suffix.
+/// whitespace, else the share of bytes in their common prefix and suffix (bytes, not chars:
+/// this only ranks regions, and it keeps a search over a large file fast).
 fn line_similarity(a: &str, b: &str) -> f64 {
-    let (a, b) = (a.trim(), b.trim());
+    let (a, b) = (a.trim().as_bytes(), b.trim().as_bytes());
     if a == b {
         return 1.0;
     }
-    let longest = a.chars().count().max(b.chars().count());
-    if longest == 0 {
-        return 1.0;
-    }
-    let prefix = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let longest = a.len().max(b.len());
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let suffix = a
-        .chars()
+        .iter()
         .rev()
-        .zip(b.chars().rev())
+        .zip(b.iter().rev())
         .take_while(|(x, y)| x == y)
         .count();
     ((prefix + suffix).min(longest) as f64 / longest as f64) * 0.9
@@ -274,6 +272,15 @@ pub(crate) fn reindent_line<'a>(
             None => std::borrow::Cow::Borrowed(line),
         },
         _ => std::borrow::Cow::Borrowed(line),
+    }
+}
+
+/// `line 4` or `lines 4-9` for 1-based `first..=last`.
+pub(crate) fn line_range(first: usize, last: usize) -> String {
+    if first >= last {
+        format!("line {first}")
+    } else {
+        format!("lines {first}-{last}")
     }
 }
 

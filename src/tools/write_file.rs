@@ -65,10 +65,21 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
         .map_err(|e| format!("could not write {raw_path}: {e}"))?;
     let bytes = content.len();
     let lines = content.lines().count();
+    let size = format!("{}, {}", count(bytes, "byte"), count(lines, "line"));
     Ok(ToolOutput::text(match previous_size {
-        None => format!("Created {raw_path} ({bytes} bytes, {lines} lines)."),
-        Some(old) => {
-            format!("Overwrote {raw_path} ({bytes} bytes, {lines} lines; it had {old} bytes).")
-        }
+        None => format!("Created {raw_path} ({size})."),
+        Some(old) => format!(
+            "Overwrote {raw_path} ({size}; it had {}).",
+            count(old as usize, "byte")
+        ),
     }))
+}
+
+/// `1 byte`, `2 bytes`.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }

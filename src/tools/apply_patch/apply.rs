@@ -4,8 +4,10 @@
 //! How a hunk is located:
 //!
 //! 1. Its `@@` hints, in order, each searched forward (from the end of the previous hunk,
-//!    then from the previous hint) as a whole line at the fuzz levels below, then as a part of
-//!    a line. The hunk is searched for after the last hint's line.
+//!    then after the previous hint) as a whole line ignoring surrounding whitespace, then
+//!    with punctuation normalised, then as a part of a line; if a hint is not found forward,
+//!    the whole file is searched. The hunk's lines are searched for from the last hint's
+//!    line on (models often repeat the hint as the first context line).
 //! 2. Its context and removed lines, searched forward from there at each fuzz level in turn:
 //!    exact, trailing whitespace ignored, surrounding whitespace ignored, typographic
 //!    punctuation normalised. A hunk marked `*** End of File` is tried at the end of the
@@ -180,9 +182,12 @@ fn locate_hints(
     Ok(position)
 }
 
+/// The first line at or after `from` that is the hint: ignoring surrounding whitespace (the
+/// parser trims hints, and models write them without the line's indentation), then with
+/// punctuation normalised, then as a part of a line.
 fn find_hint(texts: &[&str], hint: &str, from: usize) -> Option<usize> {
     let wanted = [hint];
-    Fuzz::ALL
+    [Fuzz::Whitespace, Fuzz::Punctuation]
         .iter()
         .find_map(|&fuzz| text::find_lines(texts, &wanted, from, fuzz))
         .or_else(|| {
@@ -256,9 +261,8 @@ fn not_found(
         Some((start, _)) => {
             let end = (start + old.len()).min(texts.len());
             message.push_str(&format!(
-                "The closest region of {path} is lines {}-{}:\n",
-                start + 1,
-                end
+                "The closest region of {path} is {}:\n",
+                text::line_range(start + 1, end)
             ));
             message.push_str(&text::numbered(
                 start + 1,

@@ -71,21 +71,23 @@ end_marker: "*** End Patch" LF?
 
 operation: add_file | delete_file | update_file
 
-add_file: "*** Add File: " path LF new_line*
-new_line: "+" /[^\n]*/ LF
+add_file: "*** Add File: " PATH LF new_line*
+new_line: "+" TEXT? LF
 
-delete_file: "*** Delete File: " path LF
+delete_file: "*** Delete File: " PATH LF
 
-update_file: "*** Update File: " path LF rename? first_hunk next_hunk*
-rename: "*** Move to: " path LF
+update_file: "*** Update File: " PATH LF rename? first_hunk next_hunk*
+rename: "*** Move to: " PATH LF
 first_hunk: hint_line* change+ eof_mark?
 next_hunk: hint_line+ change+ eof_mark?
-hint_line: "@@" hint? LF
-hint: / [^\n]*/
-change: /[ +\-][^\n]*/ LF
+hint_line: "@@" HINT? LF
+change: CHANGE LF
 eof_mark: "*** End of File" LF
 
-path: /[^\n]+/
+PATH: /[^\n]+/
+TEXT: /[^\n]+/
+HINT: / [^\n]+/
+CHANGE: /[ +\-][^\n]*/
 
 %import common.LF
 "#;

@@ -1,0 +1,379 @@
+//! grep and glob for [`LocalExecutionEnvironment`](super::LocalExecutionEnvironment):
+//! ripgrep when installed, an in-process search otherwise, with the same results. Never
+//! writes to the file system.
+//!
+//! Both grep backends apply one rule set, documented where it is implemented: which files
+//! are searched in `walk.rs` (`.git` skipped, hidden files searched, `.gitignore`,
+//! `.ignore` and `.rgignore` honoured, the glob filter with ripgrep's `--glob` meaning),
+//! how lines match in `matcher.rs` (a match never spans lines, binary files skipped), and
+//! the flags that make ripgrep do the same in `ripgrep.rs`. The pattern and the filter are
+//! validated in process first, so an invalid one gives the same error whichever backend
+//! runs. Results come in tree order and are cut at `max_results`, so both backends return
+//! the same first matches.
+//!
+//! The in-process search looks for the pattern's required literal first (`prefilter.rs`)
+//! and runs the regex only on the lines that contain it; files are searched on up to four
+//! threads, results kept in tree order.
+
+mod globs;
+mod ignore;
+mod matcher;
+mod prefilter;
+mod ripgrep;
+mod walk;
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::thread;
+use std::time::SystemTime;
+
+use super::{GrepBackend, GrepMatch, GrepOptions, GrepOutput};
+use globs::Glob;
+use ignore::GlobFilter;
+use matcher::LineMatcher;
+use walk::WalkOptions;
+
+/// Most threads the in-process search uses.
+const MAX_WORKERS: usize = 4;
+/// Files per extra thread below which a thread is not worth starting.
+const FILES_PER_WORKER: usize = 16;
+
+/// Searches file contents under `path` (a file or a directory, already resolved against
+/// the working directory) for the regex `pattern`. Paths in the output are relative to
+/// `path` when it is a directory, and `path` itself when it is a file.
+///
+/// A file given directly is searched even if ignore files or the glob filter would skip
+/// it (as ripgrep does), and always in process: starting `rg` costs more than one file.
+pub(crate) fn grep(pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
+    let matcher = LineMatcher::new(pattern, options.case_insensitive)?;
+    let filter = match options.glob_filter.as_deref() {
+        Some(glob) => Some(GlobFilter::new(glob).map_err(|why| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("invalid glob filter `{glob}`: {why}; use a pattern like `*.rs` or `src/**/*.ts`"),
+            )
+        })?),
+        None => None,
+    };
+    let metadata = fs::metadata(path).map_err(|error| not_found(path, error))?;
+    let wanted = options.max_results.saturating_add(1);
+    let found = if !metadata.is_dir() {
+        search_one_file(&matcher, path, wanted)?
+    } else {
+        let search = ripgrep::Search {
+            pattern,
+            case_insensitive: options.case_insensitive,
+            glob_filter: options.glob_filter.as_deref(),
+            wanted,
+        };
+        match options.backend {
+            GrepBackend::InProcess => search_tree(&matcher, path, filter.as_ref(), wanted)?,
+            GrepBackend::Ripgrep => {
+                let rg = ripgrep::find().ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "ripgrep (`rg`, version 11 or later) is not installed or not on PATH",
+                    )
+                })?;
+                ripgrep::grep(rg, path, &search).map_err(|failure| match failure {
+                    ripgrep::Failure::Io(error) => error,
+                    ripgrep::Failure::Reported(message) => {
+                        io::Error::other(format!("ripgrep failed: {message}"))
+                    }
+                })?
+            }
+            GrepBackend::Auto => match ripgrep::find().map(|rg| ripgrep::grep(rg, path, &search)) {
+                Some(Ok(found)) => found,
+                // No ripgrep, or it failed (for example an older ripgrep that rejects a
+                // regex feature the in-process engine accepts): search in process.
+                _ => search_tree(&matcher, path, filter.as_ref(), wanted)?,
+            },
+        }
+    };
+    Ok(output(found, options.max_results))
+}
+
+fn output(mut matches: Vec<GrepMatch>, max_results: usize) -> GrepOutput {
+    let truncated = matches.len() > max_results;
+    matches.truncate(max_results);
+    GrepOutput { matches, truncated }
+}
+
+fn not_found(path: &Path, error: io::Error) -> io::Error {
+    if error.kind() == io::ErrorKind::NotFound {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no such file or directory: {}", path.display()),
+        )
+    } else {
+        io::Error::new(
+            error.kind(),
+            format!("cannot read {}: {error}", path.display()),
+        )
+    }
+}
+
+fn search_one_file(
+    matcher: &LineMatcher,
+    path: &Path,
+    wanted: usize,
+) -> io::Result<Vec<GrepMatch>> {
+    let mut file = File::open(path).map_err(|error| not_found(path, error))?;
+    let mut lines = Vec::new();
+    matcher.search(&mut file, &mut Vec::new(), wanted, &mut lines)?;
+    let shown = path.to_string_lossy();
+    Ok(lines
+        .into_iter()
+        .map(|(line_number, line)| GrepMatch {
+            path: shown.clone().into_owned(),
+            line_number,
+            line,
+        })
+        .collect())
+}
+
+/// The in-process search of a directory: up to `wanted` matches in tree order.
+fn search_tree(
+    matcher: &LineMatcher,
+    root: &Path,
+    filter: Option<&GlobFilter>,
+    wanted: usize,
+) -> io::Result<Vec<GrepMatch>> {
+    let files = walk::files(
+        root,
+        &WalkOptions {
+            filter,
+            enter: None,
+        },
+    )?;
+    Ok(search_files(matcher, &files, wanted))
+}
+
+/// Results per file, and how far the files are complete from the first one.
+struct Progress {
+    slots: Vec<Option<Vec<GrepMatch>>>,
+    /// Files `0..complete` all have their slot filled.
+    complete: usize,
+    /// Matches in those files.
+    found: usize,
+}
+
+/// Searches `files` on several threads; files are taken in order, so the search can stop
+/// as soon as the first files hold `wanted` matches.
+fn search_files(
+    matcher: &LineMatcher,
+    files: &[(String, PathBuf)],
+    wanted: usize,
+) -> Vec<GrepMatch> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    let progress = Mutex::new(Progress {
+        slots: (0..files.len()).map(|_| None).collect(),
+        complete: 0,
+        found: 0,
+    });
+    let work = || {
+        let mut buffer = Vec::new();
+        let mut lines = Vec::new();
+        while !done.load(Ordering::Relaxed) {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            let Some((relative, absolute)) = files.get(index) else {
+                break;
+            };
+            lines.clear();
+            // An unreadable file, or one that fails mid-way, keeps what was found (like
+            // ripgrep with --no-messages).
+            if let Ok(mut file) = File::open(absolute) {
+                let _ = matcher.search(&mut file, &mut buffer, wanted, &mut lines);
+            }
+            let matches: Vec<GrepMatch> = lines
+                .drain(..)
+                .map(|(line_number, line)| GrepMatch {
+                    path: relative.clone(),
+                    line_number,
+                    line,
+                })
+                .collect();
+            let mut progress = progress.lock().unwrap_or_else(PoisonError::into_inner);
+            progress.slots[index] = Some(matches);
+            while let Some(Some(matches)) = progress.slots.get(progress.complete) {
+                let count = matches.len();
+                progress.found += count;
+                progress.complete += 1;
+            }
+            if progress.found >= wanted {
+                done.store(true, Ordering::Relaxed);
+            }
+        }
+    };
+    let workers = thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_WORKERS)
+        .min(files.len() / FILES_PER_WORKER + 1);
+    thread::scope(|scope| {
+        let helpers: Vec<_> = (1..workers)
+            .filter_map(|k| {
+                thread::Builder::new()
+                    .name(format!("agentloop-grep-{k}"))
+                    .spawn_scoped(scope, work)
+                    .ok()
+            })
+            .collect();
+        work();
+        for helper in helpers {
+            let _ = helper.join();
+        }
+    });
+    let progress = progress
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    let mut found = Vec::new();
+    for slot in progress.slots {
+        let Some(matches) = slot else { break };
+        found.extend(matches);
+        if found.len() >= wanted {
+            break;
+        }
+    }
+    found.truncate(wanted);
+    found
+}
+
+/// Files under `path` matching `pattern`, newest first (ties by path), skipping `.git` and
+/// ignored files (the walk rules of grep). Paths are relative to `path`.
+///
+/// The pattern is matched against the whole relative path: `*.rs` finds files directly in
+/// `path`, `**/*.rs` at any depth. A leading `./` is dropped; an absolute pattern is
+/// accepted when it lies inside `path`.
+pub(crate) fn glob(pattern: &str, path: &Path) -> io::Result<Vec<String>> {
+    let pattern = relative_pattern(pattern, path)?;
+    let glob = Glob::new(&pattern).map_err(|why| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid glob pattern `{pattern}`: {why}; use a pattern like `**/*.rs`"),
+        )
+    })?;
+    let metadata = fs::metadata(path).map_err(|error| not_found(path, error))?;
+    if !metadata.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a file, not a directory; pass the directory to search as path",
+                path.display()
+            ),
+        ));
+    }
+    let prune = Pruning::new(&pattern);
+    let enter = |relative: &str, depth: usize| prune.may_enter(relative, depth);
+    let options = WalkOptions {
+        filter: None,
+        enter: Some(&enter),
+    };
+    let mut found: Vec<(SystemTime, String)> = Vec::new();
+    walk::walk(path, &options, |relative, absolute| {
+        if glob.is_match(relative) {
+            let modified = fs::symlink_metadata(absolute)
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            found.push((modified, relative.to_owned()));
+        }
+        true
+    })?;
+    found.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    Ok(found.into_iter().map(|(_, relative)| relative).collect())
+}
+
+/// The pattern relative to `path`, or an error saying how to write it.
+fn relative_pattern(pattern: &str, path: &Path) -> io::Result<String> {
+    let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+    let mut relative = pattern;
+    if pattern.starts_with('/') {
+        relative = Path::new(pattern)
+            .strip_prefix(path)
+            .ok()
+            .and_then(|rest| rest.to_str())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "glob pattern `{pattern}` is an absolute path outside {}; pass its \
+                     directory as path and a relative pattern such as `**/*.rs`",
+                    path.display()
+                ))
+            })?;
+    }
+    while let Some(rest) = relative.strip_prefix("./") {
+        relative = rest;
+    }
+    if relative.is_empty() {
+        return Err(invalid(format!(
+            "glob pattern `{pattern}` is empty; use a pattern such as `**/*.rs`"
+        )));
+    }
+    if relative.split('/').any(|component| component == "..") {
+        return Err(invalid(format!(
+            "glob pattern `{pattern}` contains `..`; pass the parent directory as path instead"
+        )));
+    }
+    Ok(relative.to_owned())
+}
+
+/// Which directories a glob can match below, from its leading components: `src/*/x/*.rs`
+/// only enters `src`, then any directory, then `x`; without `**` nothing deeper than the
+/// pattern is entered.
+struct Pruning {
+    /// Globs of the components before the first `**` (none when the pattern cannot be
+    /// split on `/`).
+    leading: Option<Vec<Glob>>,
+    /// The pattern has a `**` component: any depth past `leading`.
+    recursive: bool,
+}
+
+impl Pruning {
+    fn new(pattern: &str) -> Pruning {
+        let mut depth = 0;
+        let mut escaped = false;
+        for c in pattern.chars() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                '/' if depth > 0 => {
+                    return Pruning {
+                        leading: None,
+                        recursive: true,
+                    };
+                }
+                _ => {}
+            }
+        }
+        let components: Vec<&str> = pattern.split('/').collect();
+        let recursive = components.contains(&"**");
+        let leading = components
+            .iter()
+            .take_while(|c| **c != "**")
+            .take(if recursive {
+                usize::MAX
+            } else {
+                components.len() - 1
+            })
+            .map(|c| Glob::new(c).ok())
+            .collect();
+        Pruning { leading, recursive }
+    }
+
+    fn may_enter(&self, relative: &str, depth: usize) -> bool {
+        let Some(leading) = &self.leading else {
+            return true;
+        };
+        match leading.get(depth - 1) {
+            Some(component) => component.is_match(relative.rsplit('/').next().unwrap_or("")),
+            None => self.recursive,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,5 @@
+class A:
+    def go(self):
+        if ok:
+            run(fast=True)
+            log()

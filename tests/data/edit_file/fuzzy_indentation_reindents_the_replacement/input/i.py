@@ -1,0 +1,4 @@
+class A:
+    def go(self):
+        if ok:
+            run()
