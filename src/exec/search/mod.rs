@@ -13,7 +13,7 @@
 //!
 //! The in-process search looks for the pattern's required literal first (`prefilter.rs`)
 //! and runs the regex only on the lines that contain it; files are searched on up to four
-//! threads, results kept in tree order.
+//! threads while the walk goes on, results kept in tree order.
 
 mod globs;
 mod ignore;
@@ -25,7 +25,7 @@ mod walk;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::SystemTime;
@@ -36,9 +36,9 @@ use ignore::GlobFilter;
 use matcher::LineMatcher;
 use walk::WalkOptions;
 
-/// Most threads the in-process search uses.
+/// Most worker threads the in-process search starts (the walk runs on the caller's).
 const MAX_WORKERS: usize = 4;
-/// Files per extra thread below which a thread is not worth starting.
+/// A worker thread is started for every this many files found, up to `MAX_WORKERS`.
 const FILES_PER_WORKER: usize = 16;
 
 /// Searches file contents under `path` (a file or a directory, already resolved against
@@ -60,8 +60,17 @@ pub(crate) fn grep(pattern: &str, path: &Path, options: &GrepOptions) -> io::Res
     };
     let metadata = fs::metadata(path).map_err(|error| not_found(path, error))?;
     let wanted = options.max_results.saturating_add(1);
-    let found = if !metadata.is_dir() {
+    let found = if metadata.is_file() {
         search_one_file(&matcher, path, wanted)?
+    } else if !metadata.is_dir() {
+        // Opening a FIFO would wait for a writer; devices and sockets are not text either.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is not a regular file or directory; grep searches files and directories",
+                path.display()
+            ),
+        ));
     } else {
         let search = ripgrep::Search {
             pattern,
@@ -136,60 +145,37 @@ fn search_one_file(
 }
 
 /// The in-process search of a directory: up to `wanted` matches in tree order.
+///
+/// The walk runs on the calling thread and hands each file, numbered in tree order, to
+/// worker threads (started as files turn up); results are kept per file number, so the
+/// walk and the workers stop as soon as the first files hold `wanted` matches.
 fn search_tree(
     matcher: &LineMatcher,
     root: &Path,
     filter: Option<&GlobFilter>,
     wanted: usize,
 ) -> io::Result<Vec<GrepMatch>> {
-    let files = walk::files(
-        root,
-        &WalkOptions {
-            filter,
-            enter: None,
-        },
-    )?;
-    Ok(search_files(matcher, &files, wanted))
-}
-
-/// Results per file, and how far the files are complete from the first one.
-struct Progress {
-    slots: Vec<Option<Vec<GrepMatch>>>,
-    /// Files `0..complete` all have their slot filled.
-    complete: usize,
-    /// Matches in those files.
-    found: usize,
-}
-
-/// Searches `files` on several threads; files are taken in order, so the search can stop
-/// as soon as the first files hold `wanted` matches.
-fn search_files(
-    matcher: &LineMatcher,
-    files: &[(String, PathBuf)],
-    wanted: usize,
-) -> Vec<GrepMatch> {
-    let next = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
     let progress = Mutex::new(Progress {
-        slots: (0..files.len()).map(|_| None).collect(),
+        slots: Vec::new(),
         complete: 0,
         found: 0,
     });
+    let (sender, receiver) = crossbeam_channel::unbounded::<(usize, String, PathBuf)>();
     let work = || {
         let mut buffer = Vec::new();
         let mut lines = Vec::new();
-        while !done.load(Ordering::Relaxed) {
-            let index = next.fetch_add(1, Ordering::Relaxed);
-            let Some((relative, absolute)) = files.get(index) else {
-                break;
-            };
+        for (index, relative, absolute) in receiver.iter() {
+            if done.load(Ordering::Relaxed) {
+                continue; // drain what is queued
+            }
             lines.clear();
             // An unreadable file, or one that fails mid-way, keeps what was found (like
             // ripgrep with --no-messages).
-            if let Ok(mut file) = File::open(absolute) {
+            if let Ok(mut file) = File::open(&absolute) {
                 let _ = matcher.search(&mut file, &mut buffer, wanted, &mut lines);
             }
-            let matches: Vec<GrepMatch> = lines
+            let matches = lines
                 .drain(..)
                 .map(|(line_number, line)| GrepMatch {
                     path: relative.clone(),
@@ -198,6 +184,9 @@ fn search_files(
                 })
                 .collect();
             let mut progress = progress.lock().unwrap_or_else(PoisonError::into_inner);
+            if progress.slots.len() <= index {
+                progress.slots.resize_with(index + 1, || None);
+            }
             progress.slots[index] = Some(matches);
             while let Some(Some(matches)) = progress.slots.get(progress.complete) {
                 let count = matches.len();
@@ -209,24 +198,39 @@ fn search_files(
             }
         }
     };
-    let workers = thread::available_parallelism()
+    let max_helpers = thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(MAX_WORKERS)
-        .min(files.len() / FILES_PER_WORKER + 1);
-    thread::scope(|scope| {
-        let helpers: Vec<_> = (1..workers)
-            .filter_map(|k| {
-                thread::Builder::new()
-                    .name(format!("agentloop-grep-{k}"))
-                    .spawn_scoped(scope, work)
-                    .ok()
-            })
-            .collect();
-        work();
+        .min(MAX_WORKERS);
+    let walked = thread::scope(|scope| {
+        let mut helpers = Vec::new();
+        let mut next_index = 0;
+        let options = WalkOptions {
+            filter,
+            enter: None,
+        };
+        let walked = walk::walk(root, &options, |relative, absolute| {
+            if done.load(Ordering::Relaxed) {
+                return false;
+            }
+            if next_index % FILES_PER_WORKER == 0 && helpers.len() < max_helpers {
+                let helper = thread::Builder::new()
+                    .name(format!("agentloop-grep-{}", helpers.len()))
+                    .spawn_scoped(scope, work);
+                helpers.extend(helper.ok());
+            }
+            // The receiver lives until the scope ends, so sending cannot fail.
+            let _ = sender.send((next_index, relative.to_owned(), absolute.to_path_buf()));
+            next_index += 1;
+            true
+        });
+        drop(sender);
+        work(); // help with what is left (all of it when no helper could start)
         for helper in helpers {
             let _ = helper.join();
         }
+        walked
     });
+    walked?;
     let progress = progress
         .into_inner()
         .unwrap_or_else(PoisonError::into_inner);
@@ -239,7 +243,16 @@ fn search_files(
         }
     }
     found.truncate(wanted);
-    found
+    Ok(found)
+}
+
+/// Results per file number, and how far they are complete from the first file.
+struct Progress {
+    slots: Vec<Option<Vec<GrepMatch>>>,
+    /// Files `0..complete` all have their slot filled.
+    complete: usize,
+    /// Matches in those files.
+    found: usize,
 }
 
 /// Files under `path` matching `pattern`, newest first (ties by path), skipping `.git` and

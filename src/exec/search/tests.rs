@@ -394,6 +394,21 @@ fn a_missing_path_is_not_found() {
     );
 }
 
+#[cfg(unix)]
+#[test]
+fn a_fifo_given_as_the_path_is_refused_instead_of_waiting_for_a_writer() {
+    let dir = tree(&[]);
+    let fifo = dir.path().join("pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let error = grep("x", &fifo, &GrepOptions::default()).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+    assert!(error.to_string().contains("not a regular file"), "{error}");
+}
+
 #[test]
 fn many_files_are_searched_on_threads_with_deterministic_results() {
     let names: Vec<String> = (0..300)
@@ -535,12 +550,14 @@ fn glob_pruning_gives_the_same_answer_as_a_full_walk() {
         "s*/b/**",
     ] {
         let glob_matcher = Glob::new(pattern).unwrap();
-        let mut expected: Vec<String> = walk::files(dir.path(), &WalkOptions::default())
-            .unwrap()
-            .into_iter()
-            .map(|(relative, _)| relative)
-            .filter(|relative| glob_matcher.is_match(relative))
-            .collect();
+        let mut expected = Vec::new();
+        walk::walk(dir.path(), &WalkOptions::default(), |relative, _| {
+            if glob_matcher.is_match(relative) {
+                expected.push(relative.to_owned());
+            }
+            true
+        })
+        .unwrap();
         expected.sort();
         let mut actual = glob(pattern, dir.path()).unwrap();
         actual.sort();

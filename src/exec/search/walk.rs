@@ -22,7 +22,7 @@
 use std::ffi::OsString;
 use std::fs::{self, FileType};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::ignore::{GlobFilter, IgnoreRules, Verdict};
 
@@ -291,14 +291,4 @@ fn included(
         }
     }
     true
-}
-
-/// Collects the files of a walk (relative and absolute paths), in tree order.
-pub(crate) fn files(root: &Path, options: &WalkOptions<'_>) -> io::Result<Vec<(String, PathBuf)>> {
-    let mut files = Vec::new();
-    walk(root, options, |relative, absolute| {
-        files.push((relative.to_owned(), absolute.to_path_buf()));
-        true
-    })?;
-    Ok(files)
 }
