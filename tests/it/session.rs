@@ -405,3 +405,58 @@ fn session_handle_is_send_and_sync() {
     check::<Session>();
     check::<agentloop::session::Events>();
 }
+
+#[test]
+fn thinking_parts_with_signatures_are_replayed_unchanged_on_the_next_request() {
+    let h = harness(vec![
+        ScriptedTurn::text("Checking.")
+            .with_reasoning("The file may not exist.")
+            .with_tool_call("echo", json!({"text": "x"})),
+        ScriptedTurn::text("done"),
+    ]);
+    h.session.run("go").unwrap();
+    let requests = h.model.requests();
+    let first_answer = requests[1]
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Assistant)
+        .unwrap();
+    let agentloop::llm::ContentPart::Thinking(thinking) = &first_answer.content[0] else {
+        panic!("the thinking part comes back first: {first_answer:?}")
+    };
+    assert_eq!(thinking.text, "The file may not exist.");
+    assert_eq!(thinking.signature.as_deref(), Some("scripted-signature"));
+    let history = h.session.history();
+    let Turn::Assistant(turn) = &history.turns()[1] else {
+        panic!("an assistant turn")
+    };
+    assert_eq!(turn.reasoning.as_deref(), Some("The file may not exist."));
+    assert_eq!(turn.content, "Checking.");
+    assert_eq!(turn.tool_calls.len(), 1);
+}
+
+#[test]
+fn history_round_trips_through_json_and_converts_to_the_same_messages() {
+    let h = harness(vec![
+        ScriptedTurn::text("Checking.")
+            .with_reasoning("hmm")
+            .with_tool_call("echo", json!({"text": "x"})),
+        ScriptedTurn::text("done"),
+    ]);
+    h.session.steer("quickly").unwrap();
+    h.session.run("go").unwrap();
+    let history = h.session.history();
+    let json = serde_json::to_string(&history).unwrap();
+    let back: agentloop::session::History = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.to_messages(), history.to_messages());
+    assert_eq!(back.len(), history.len());
+    let kinds: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&json)
+        .unwrap()
+        .iter()
+        .map(|t| t["type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["user", "steering", "assistant", "tool_results", "assistant"]
+    );
+}
