@@ -44,7 +44,7 @@ impl ToolRound<'_> {
     /// Runs `calls` and returns one result per call, in call order.
     pub(crate) fn run(&self, calls: &[ToolCall]) -> Vec<ToolResult> {
         if !(self.profile.supports_parallel_tool_calls && calls.len() > 1) {
-            return calls.iter().map(|call| self.run_one(call)).collect();
+            return calls.iter().map(|call| self.run_guarded(call)).collect();
         }
         thread::scope(|scope| {
             let handles: Vec<_> = calls
@@ -62,10 +62,17 @@ impl ToolRound<'_> {
                 .map(|(handle, call)| match handle {
                     Ok(handle) => handle.join().unwrap_or_else(|_| self.crashed(call)),
                     // The system refused another thread: run this call here instead.
-                    Err(_) => self.run_one(call),
+                    Err(_) => self.run_guarded(call),
                 })
                 .collect()
         })
+    }
+
+    /// [`run_one`](Self::run_one), with a panic outside the executor (in the host's
+    /// approval hook, say) turned into an error result instead of unwinding the worker.
+    fn run_guarded(&self, call: &ToolCall) -> ToolResult {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_one(call)))
+            .unwrap_or_else(|_| self.crashed(call))
     }
 
     fn run_one(&self, call: &ToolCall) -> ToolResult {

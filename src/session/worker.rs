@@ -104,7 +104,19 @@ impl Worker {
             model: self.profile.model.clone(),
         });
         let reason = match self.env.initialize() {
-            Ok(()) => self.serve(),
+            Ok(()) => {
+                // A bug in the loop must still end the event stream properly.
+                let served =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
+                served.unwrap_or_else(|_| {
+                    self.events.emit(EventKind::Error {
+                        message: "the session worker failed unexpectedly".to_string(),
+                        error_kind: ErrorKind::Io.as_str().to_string(),
+                        fatal: true,
+                    });
+                    CloseReason::Error
+                })
+            }
             Err(err) => {
                 self.events.emit(EventKind::Error {
                     message: format!("the execution environment failed to start: {err}"),

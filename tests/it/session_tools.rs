@@ -461,3 +461,30 @@ fn invalid_tool_arguments_return_an_error_result() {
         result.content
     );
 }
+
+#[test]
+fn a_panicking_approval_hook_produces_an_error_result_not_a_dead_worker() {
+    let config = SessionConfig::default().with_approval(|call| {
+        if call.name == "echo" {
+            panic!("the hook broke")
+        }
+        Approval::Allow
+    });
+    let h = harness_with(
+        ScriptedModel::new(vec![
+            ScriptedTurn::tool_call("echo", json!({"text": "x"})),
+            ScriptedTurn::text("recovered"),
+        ]),
+        profile(),
+        config,
+    );
+    let outcome = h.session.run("go").unwrap();
+    assert_eq!(outcome.text, "recovered");
+    let result = &tool_results(&h.model.requests()[1])[0];
+    assert!(
+        result.is_error && result.content.contains("crashed"),
+        "{}",
+        result.content
+    );
+    assert_eq!(h.session.history().check_tool_results(), Ok(()));
+}
