@@ -6,6 +6,7 @@ use std::time::Duration;
 
 mod exec;
 mod grep;
+mod loop_;
 mod prompt;
 mod tools;
 
@@ -32,6 +33,7 @@ const SECTIONS: &[Section] = &[
     ("exec", exec::run),
     ("grep", grep::run),
     ("prompt", prompt::run),
+    ("loop", loop_::run),
     ("tools", tools::run),
 ];
 

@@ -1,10 +1,20 @@
-//! `Client`: providers by id, `complete()` and `stream()`, and the retry policy.
+//! `Client`: providers by id, `complete()` and `stream()`, and the retry policy; it never
+//! speaks HTTP itself (providers do) and never retries once an event has been delivered.
 //!
-//! (Being built in part 1: this file holds the public shape the rest of the crate codes
-//! against.)
+//! Retries (unified spec §6.6, agentloop decision 3): [`Client::stream_with_cancel`] opens
+//! the provider's stream and pulls its first content event (the first after `StreamStart`)
+//! *before* returning, holding back what came before it. A retryable failure up to that
+//! point (429, 5xx/529, a network error, a hang-up or an `overloaded_error` event before
+//! any content) is retried with exponential backoff and ±50 % jitter, or after the
+//! provider's `retry-after` when it asked for one no longer than [`RetryPolicy::max_delay`]
+//! (a longer one fails at once, with [`Error::retry_after`] set). Backoff waits on the
+//! cancel token, so a cancel ends them at once with [`ErrorKind::Aborted`], which is never
+//! retried. Once the first event is in the caller's hands, a failure is an `Err` item and
+//! the stream ends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +68,92 @@ impl Default for RetryPolicy {
             jitter: true,
         }
     }
+}
+
+impl RetryPolicy {
+    /// A policy that never retries.
+    pub fn none() -> RetryPolicy {
+        RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// Sets [`max_retries`](Self::max_retries).
+    pub fn with_max_retries(mut self, max_retries: u32) -> RetryPolicy {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// Sets [`base_delay`](Self::base_delay).
+    pub fn with_base_delay(mut self, delay: Duration) -> RetryPolicy {
+        self.base_delay = delay;
+        self
+    }
+
+    /// Sets [`max_delay`](Self::max_delay).
+    pub fn with_max_delay(mut self, delay: Duration) -> RetryPolicy {
+        self.max_delay = delay;
+        self
+    }
+
+    /// Sets [`backoff_multiplier`](Self::backoff_multiplier).
+    pub fn with_backoff_multiplier(mut self, multiplier: f64) -> RetryPolicy {
+        self.backoff_multiplier = multiplier;
+        self
+    }
+
+    /// Sets [`jitter`](Self::jitter).
+    pub fn with_jitter(mut self, jitter: bool) -> RetryPolicy {
+        self.jitter = jitter;
+        self
+    }
+
+    /// The backoff before retry number `attempt + 1` (0-indexed):
+    /// `min(base_delay × multiplier^attempt, max_delay)`, times a random factor in
+    /// [0.5, 1.5) when [`jitter`](Self::jitter) is on.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let base = self.base_delay.as_secs_f64();
+        let exp = self
+            .backoff_multiplier
+            .max(0.0)
+            .powi(attempt.min(64) as i32);
+        let mut secs = (base * exp).min(self.max_delay.as_secs_f64());
+        if !secs.is_finite() || secs < 0.0 {
+            secs = self.max_delay.as_secs_f64();
+        }
+        if self.jitter {
+            secs *= 0.5 + random_unit();
+        }
+        Duration::from_secs_f64(secs)
+    }
+
+    /// How long to wait before retrying after `err` (retry number `attempt + 1`), or
+    /// `None` when it must not be retried: the error is not retryable, the retry budget is
+    /// spent, or the provider asked for a wait longer than [`max_delay`](Self::max_delay).
+    pub fn delay_for(&self, err: &Error, attempt: u32) -> Option<Duration> {
+        if !err.is_retryable() || attempt >= self.max_retries {
+            return None;
+        }
+        match err.retry_after() {
+            Some(after) if after <= self.max_delay => Some(after),
+            Some(_) => None,
+            None => Some(self.backoff(attempt)),
+        }
+    }
+}
+
+/// A uniform random number in [0, 1), from std's randomly keyed hasher (new keys per
+/// call), so that jitter needs no random-number crate.
+fn random_unit() -> f64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    );
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The LLM client: registered providers, a default, and a retry policy. Cheap to clone.
@@ -136,53 +232,179 @@ impl Client {
 }
 
 impl Client {
+    /// A client with one provider for every API key found in the process environment:
+    /// `ANTHROPIC_API_KEY` (with `ANTHROPIC_BASE_URL`). The first one found is the default.
+    ///
+    /// This is the only place the crate reads the environment for providers. Fails with
+    /// [`ErrorKind::Configuration`] when no key is set.
+    pub fn from_env() -> Result<Client> {
+        Client::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`from_env`](Self::from_env), reading variables through `var` instead of the
+    /// process environment (for tests, or hosts that keep their settings elsewhere).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Client> {
+        let get = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        let mut client = Client::new();
+        if let Some(key) = get("ANTHROPIC_API_KEY") {
+            let mut provider = crate::llm::anthropic::Anthropic::new(key);
+            if let Some(url) = get("ANTHROPIC_BASE_URL") {
+                provider = provider.with_base_url(url);
+            }
+            client.register(Arc::new(provider));
+        }
+        // Further wire formats register here, in this order of preference: OpenAI
+        // (OPENAI_API_KEY, OPENAI_BASE_URL), Gemini (GEMINI_API_KEY or GOOGLE_API_KEY).
+        if client.providers.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Configuration,
+                "no provider api key is set in the environment (ANTHROPIC_API_KEY)",
+            ));
+        }
+        Ok(client)
+    }
+
+    /// The ids of the registered providers, sorted.
+    pub fn provider_ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// Streams the response to `request` (see [`stream_with_cancel`](Self::stream_with_cancel)).
     pub fn stream(&self, request: &Request) -> Result<EventStream> {
         self.stream_with_cancel(request, &CancelToken::new())
     }
 
     /// Streams the response to `request`; `cancel` ends it from another thread, also while
-    /// this call is still waiting for the provider to answer.
+    /// this call is still waiting for the provider to answer or backing off between
+    /// attempts.
     ///
-    /// (Part 1 adds the retry policy here: retries happen only before the first event has
-    /// been handed to the caller.)
+    /// Returns once the first content event has arrived (`StreamStart` is held back until
+    /// then). Until then, retryable failures are retried per the [`RetryPolicy`] (see the
+    /// module docs); after it, a failure is the stream's last item, an `Err`. Cancelling
+    /// gives [`ErrorKind::Aborted`].
     pub fn stream_with_cancel(
         &self,
         request: &Request,
         cancel: &CancelToken,
     ) -> Result<EventStream> {
         let provider = self.provider_for(request)?;
-        let inner = provider.open(request, cancel)?;
-        Ok(EventStream::new(inner, cancel.clone()))
+        let mut attempt = 0u32;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(aborted(provider.id()));
+            }
+            let err = match open_first(provider.as_ref(), request, cancel) {
+                Ok((held, rest)) => {
+                    return Ok(EventStream {
+                        held,
+                        inner: rest,
+                        cancel: cancel.clone(),
+                        done: false,
+                    });
+                }
+                Err(err) => err,
+            };
+            if cancel.is_cancelled() {
+                return Err(aborted(provider.id()));
+            }
+            let Some(delay) = self.retry.delay_for(&err, attempt) else {
+                return Err(err);
+            };
+            if cancel.wait_timeout(delay) {
+                return Err(aborted(provider.id()));
+            }
+            attempt += 1;
+        }
     }
 
-    /// Sends `request` and returns the whole response (streams internally).
+    /// Sends `request` and returns the whole response (streams internally, with the same
+    /// retries as [`stream`](Self::stream)).
     pub fn complete(&self, request: &Request) -> Result<Response> {
         self.stream(request)?.into_response()
     }
+
+    /// Like [`complete`](Self::complete), with a cancel token.
+    pub fn complete_with_cancel(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+    ) -> Result<Response> {
+        self.stream_with_cancel(request, cancel)?.into_response()
+    }
+}
+
+type EventIter = Box<dyn Iterator<Item = Result<StreamEvent>> + Send>;
+
+/// Opens the provider's stream and pulls events up to and including the first one that
+/// carries content (anything but `StreamStart` and pass-through provider events), so that
+/// an error a provider sends right after its stream header (Anthropic's `message_start`,
+/// then `overloaded_error`) is still retried: nothing has reached the caller yet.
+fn open_first(
+    provider: &dyn Provider,
+    request: &Request,
+    cancel: &CancelToken,
+) -> Result<(VecDeque<StreamEvent>, EventIter)> {
+    let mut inner = provider.open(request, cancel)?;
+    let mut held = VecDeque::new();
+    loop {
+        match inner.next() {
+            Some(Ok(event)) => {
+                let preamble = matches!(
+                    event,
+                    StreamEvent::StreamStart { .. } | StreamEvent::ProviderEvent { .. }
+                );
+                held.push_back(event);
+                if !preamble {
+                    return Ok((held, inner));
+                }
+            }
+            Some(Err(err)) => return Err(err),
+            None => {
+                return Err(Error::new(
+                    ErrorKind::Stream,
+                    "the provider closed the stream before sending any content",
+                )
+                .with_provider(provider.id()));
+            }
+        }
+    }
+}
+
+fn aborted(provider: &str) -> Error {
+    Error::new(ErrorKind::Aborted, "the request was cancelled").with_provider(provider)
 }
 
 /// A streamed response: an iterator of events with a cancel handle.
+///
+/// Yields `StreamStart` first and `Finish` last on success; a failure is the last item,
+/// an `Err`, and nothing follows it.
 pub struct EventStream {
-    inner: Box<dyn Iterator<Item = Result<StreamEvent>> + Send>,
+    held: VecDeque<StreamEvent>,
+    inner: EventIter,
     cancel: CancelToken,
+    done: bool,
 }
 
 impl fmt::Debug for EventStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EventStream")
             .field("cancelled", &self.cancel.is_cancelled())
+            .field("done", &self.done)
             .finish()
     }
 }
 
 impl EventStream {
     /// Wraps an event iterator and the token that cancels it.
-    pub fn new(
-        inner: Box<dyn Iterator<Item = Result<StreamEvent>> + Send>,
-        cancel: CancelToken,
-    ) -> EventStream {
-        EventStream { inner, cancel }
+    pub fn new(inner: EventIter, cancel: CancelToken) -> EventStream {
+        EventStream {
+            held: VecDeque::new(),
+            inner,
+            cancel,
+            done: false,
+        }
     }
 
     /// A handle that ends the stream from any thread.
@@ -207,6 +429,83 @@ impl EventStream {
 impl Iterator for EventStream {
     type Item = Result<StreamEvent>;
     fn next(&mut self) -> Option<Result<StreamEvent>> {
-        self.inner.next()
+        if let Some(event) = self.held.pop_front() {
+            return Some(Ok(event));
+        }
+        if self.done {
+            return None;
+        }
+        let item = self.inner.next();
+        match &item {
+            None | Some(Err(_)) => self.done = true,
+            Some(Ok(StreamEvent::Finish { .. })) => self.done = true,
+            Some(Ok(_)) => {}
+        }
+        if let Some(Err(err)) = &item {
+            if self.cancel.is_cancelled() && err.kind() != ErrorKind::Aborted {
+                return Some(Err(aborted(err.provider().unwrap_or("provider"))));
+            }
+        }
+        item
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let p = RetryPolicy::default().with_jitter(false);
+        assert_eq!(p.backoff(0), Duration::from_secs(1));
+        assert_eq!(p.backoff(1), Duration::from_secs(2));
+        assert_eq!(p.backoff(2), Duration::from_secs(4));
+        assert_eq!(p.backoff(10), Duration::from_secs(60));
+        assert_eq!(p.backoff(1000), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn jitter_stays_within_half_and_one_and_a_half() {
+        let p = RetryPolicy::default();
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let d = p.backoff(1).as_secs_f64();
+            assert!((1.0..3.0).contains(&d), "{d}");
+            seen.insert(d.to_bits());
+        }
+        assert!(
+            seen.len() > 100,
+            "jitter is not random: {} values",
+            seen.len()
+        );
+    }
+
+    #[test]
+    fn retry_after_is_honoured_up_to_max_delay() {
+        let p = RetryPolicy::default();
+        let limited = Error::new(ErrorKind::RateLimited, "x");
+        assert!(p.delay_for(&limited, 0).is_some());
+        assert_eq!(p.delay_for(&limited, 2), None, "budget spent");
+        let short =
+            Error::new(ErrorKind::RateLimited, "x").with_retry_after(Duration::from_secs(5));
+        assert_eq!(p.delay_for(&short, 0), Some(Duration::from_secs(5)));
+        let long =
+            Error::new(ErrorKind::RateLimited, "x").with_retry_after(Duration::from_secs(61));
+        assert_eq!(p.delay_for(&long, 0), None);
+        let auth = Error::new(ErrorKind::Authentication, "x");
+        assert_eq!(p.delay_for(&auth, 0), None);
+    }
+
+    #[test]
+    fn from_vars_registers_anthropic_and_fails_without_keys() {
+        let client = Client::from_vars(|name| match name {
+            "ANTHROPIC_API_KEY" => Some("k".to_string()),
+            "ANTHROPIC_BASE_URL" => Some("http://127.0.0.1:9/".to_string()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(client.provider_ids(), ["anthropic"]);
+        let err = Client::from_vars(|_| None).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Configuration);
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod sse;
 
+mod accumulate;
 mod base64;
 pub mod client;
 mod http;

@@ -1,1 +1,409 @@
-//! Sessions: the agentic loop on a worker thread. (Being built in part 5.)
+//! Sessions: the agentic loop on a worker thread, driven from a handle (spec §2).
+//!
+//! A [`Session`] owns one named worker thread (`agentloop-session-{short id}`) that runs the
+//! loop: stream the model's answer, run the tool calls it asks for, append the results,
+//! repeat until the model answers with text only. The handle is `Send + Sync` and never
+//! blocks the host except in [`Session::run`] (which waits for its input by design) and in
+//! `Drop` (which joins the worker after aborting it).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agentloop::exec::LocalExecutionEnvironment;
+//! use agentloop::llm::Client;
+//! use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+//! use agentloop::profiles::ProviderProfile;
+//! use agentloop::session::{EventKind, Session, SessionConfig};
+//!
+//! let model = ScriptedModel::new(vec![ScriptedTurn::text("All tests pass.")]);
+//! let client = Client::new().with_provider(model);
+//! let profile = ProviderProfile::new("scripted", "demo");
+//! let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir()));
+//! let session = Session::new(profile, env, client, SessionConfig::default())?;
+//! let events = session.events();
+//! session.submit("run the tests")?;
+//! session.close();
+//! let mut text = String::new();
+//! for event in events {
+//!     if let EventKind::AssistantTextDelta { delta } = &event.kind {
+//!         text.push_str(delta);
+//!     }
+//! }
+//! assert_eq!(text, "All tests pass.");
+//! # Ok::<(), agentloop::Error>(())
+//! ```
+//!
+//! # Control
+//!
+//! - [`submit`](Session::submit) queues an input; [`run`](Session::run) submits and waits
+//!   for the outcome.
+//! - [`steer`](Session::steer) injects a message at the next point the loop allows: before
+//!   the first model call of an input, after each tool round, and after a text-only answer
+//!   (the loop then continues so the model answers the steer; a steer is never silently
+//!   deferred to the next input). While idle, it waits for the next input.
+//! - [`follow_up`](Session::follow_up) queues an input that runs after the current one
+//!   completes (at once when idle).
+//! - [`interrupt`](Session::interrupt) stops the current input only: the stream is closed,
+//!   running commands are killed, pending tool calls get "interrupted" results, and the
+//!   session returns to idle.
+//! - [`abort`](Session::abort) stops everything and closes the session (graceful shutdown
+//!   of spec Appendix B); [`close`](Session::close) closes it after the queued inputs.
+//!
+//! # Errors
+//!
+//! Tool failures become error results the model sees. Provider errors end the current
+//! input with an `ERROR` event: authentication, access denied, not found, invalid request,
+//! quota and configuration errors also close the session (`SESSION_END`); a context-length
+//! error adds a `WARNING` and the session stays usable; retryable errors that still failed
+//! after the client's retries end the input only, and the session returns to idle.
+//!
+//! # Invariant
+//!
+//! After any stop — completion, limit, interrupt, abort, error — every tool call in the
+//! history has exactly one result ([`History::check_tool_results`]).
+
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::cancel::CancelToken;
+use crate::error::{Error, ErrorKind, Result};
+use crate::exec::ExecutionEnvironment;
+use crate::llm::{Client, Request, Usage};
+use crate::profiles::ProviderProfile;
+
+mod approval;
+mod config;
+mod events;
+mod history;
+mod loop_detection;
+mod time;
+mod tool_round;
+mod worker;
+
+pub use approval::{Approval, ApprovalHook, ApprovalResponder};
+pub use config::SessionConfig;
+pub use events::{
+    CloseReason, EventKind, Events, RecvError, SessionEvent, SessionState, StopReason,
+};
+pub use history::{
+    AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
+};
+
+use events::{EventSink, Listeners};
+use loop_detection::LoopDetector;
+use worker::{Input, Shared, Worker};
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking tool thread must not make the session unusable.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What [`Session::run`] returns: how the input (and the follow-ups it triggered) ended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Outcome {
+    /// The final answer text of the last input processed (empty if it ended without one).
+    pub text: String,
+    /// Why the last input processed stopped.
+    pub stop_reason: StopReason,
+    /// Tool rounds run, over every input processed.
+    pub rounds: usize,
+    /// Token counts summed over every model call.
+    pub usage: Usage,
+    /// Inputs processed: the submitted one plus the follow-ups that ran after it.
+    pub inputs: usize,
+    /// The provider error that ended the last input, when `stop_reason` is `Error`.
+    pub error: Option<Error>,
+}
+
+/// A coding-agent session: a worker thread running the agentic loop, and this handle.
+///
+/// See the [module documentation](self) for control, errors and the invariant, and
+/// [`EventKind`] for the order of events.
+pub struct Session {
+    id: String,
+    inbox: Sender<Input>,
+    events: Receiver<crate::session::SessionEvent>,
+    listeners: Arc<Listeners>,
+    shared: Arc<Shared>,
+    abort: CancelToken,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Creates a session and starts its worker thread, which emits `SESSION_START`.
+    ///
+    /// Fails with a configuration error if no provider of `client` answers the profile's
+    /// id, and with an I/O error if the thread cannot be started.
+    pub fn new(
+        profile: ProviderProfile,
+        env: Arc<dyn ExecutionEnvironment>,
+        client: Client,
+        config: SessionConfig,
+    ) -> Result<Session> {
+        let probe = Request {
+            provider: Some(profile.id.clone()),
+            ..Request::default()
+        };
+        client.provider_for(&probe)?;
+
+        let id = new_session_id();
+        let short_id: String = id.chars().take(8).collect();
+        let (inbox, inbox_rx) = crossbeam_channel::unbounded();
+        let (event_tx, event_rx) = crossbeam_channel::unbounded();
+        let listeners = Arc::new(Listeners::default());
+        let shared = Arc::new(Shared::default());
+        *lock(&shared.reasoning_effort) = config.reasoning_effort.clone();
+        let abort = CancelToken::new();
+        let worker = Worker {
+            short_id: short_id.clone(),
+            loop_detector: LoopDetector::new(config.loop_detection_window),
+            profile,
+            env,
+            client,
+            config,
+            shared: shared.clone(),
+            events: EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone()),
+            inbox: inbox_rx,
+            abort: abort.clone(),
+            history_chars: 0,
+            assistant_turns: 0,
+            context_warned: false,
+        };
+        let handle = thread::Builder::new()
+            .name(format!("agentloop-session-{short_id}"))
+            .spawn(move || worker.run())
+            .map_err(|err| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("failed to start the session thread: {err}"),
+                )
+                .with_source(err)
+            })?;
+        Ok(Session {
+            id,
+            inbox,
+            events: event_rx,
+            listeners,
+            shared,
+            abort,
+            worker: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// The session id: a UUID v4-formatted string, unique within and across processes in
+    /// practice (see [`new_session_id`]).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The lifecycle state now.
+    pub fn state(&self) -> SessionState {
+        *lock(&self.shared.state)
+    }
+
+    /// A snapshot of the conversation history.
+    pub fn history(&self) -> History {
+        lock(&self.shared.history).clone()
+    }
+
+    /// The event stream: a blocking iterator that ends after `SESSION_END`.
+    ///
+    /// Events are buffered from the start (so `SESSION_START` is never missed) until an
+    /// iterator reads them. Each event is delivered once: several iterators share one
+    /// stream. While [`run`](Self::run) waits and no iterator exists, events are dropped
+    /// instead of buffered (see `run`).
+    pub fn events(&self) -> Events {
+        Events::new(self.events.clone(), self.listeners.clone())
+    }
+
+    /// Queues `input` for processing; returns at once.
+    pub fn submit(&self, input: impl Into<String>) -> Result<()> {
+        self.send(Input::Submit {
+            text: input.into(),
+            reply: None,
+        })
+    }
+
+    /// Submits `input` and waits until it — and the follow-ups queued meanwhile — have been
+    /// processed.
+    ///
+    /// Works whether or not the host iterates [`events`](Self::events). When no `Events`
+    /// iterator exists, the events already buffered are discarded when `run` starts and
+    /// the worker drops the events it emits while `run` waits (except `SESSION_END`), so a
+    /// host that only calls `run` never accumulates events. Create the iterator before
+    /// calling `run` to see them.
+    ///
+    /// Provider errors, limits, interrupts and aborts are reported in the [`Outcome`]; an
+    /// `Err` means the session is closed (or closed before processing the input).
+    pub fn run(&self, input: impl Into<String>) -> Result<Outcome> {
+        let _waiting = self.listeners.run_guard();
+        if self.listeners.iterators() == 0 {
+            while self.events.try_recv().is_ok() {}
+        }
+        let (reply, outcome) = crossbeam_channel::bounded(1);
+        self.send(Input::Submit {
+            text: input.into(),
+            reply: Some(reply),
+        })?;
+        outcome.recv().map_err(|_| {
+            Error::new(
+                ErrorKind::SessionClosed,
+                "the session closed before the input was processed",
+            )
+        })
+    }
+
+    /// Queues a steering message for the model (spec §2.6): injected as a user message
+    /// after the current tool round, or before the next model call.
+    pub fn steer(&self, message: impl Into<String>) -> Result<()> {
+        self.ensure_open()?;
+        lock(&self.shared.steering).push_back(message.into());
+        Ok(())
+    }
+
+    /// Queues an input to process after the current one completes (at once when idle).
+    pub fn follow_up(&self, message: impl Into<String>) -> Result<()> {
+        self.ensure_open()?;
+        lock(&self.shared.follow_ups).push_back(message.into());
+        self.send(Input::FollowUp)
+    }
+
+    /// Sets the reasoning effort (`Some("low" | "medium" | "high")`, or a provider's own
+    /// value; `None` for the provider default). Takes effect on the next model call, also
+    /// within the current input.
+    pub fn set_reasoning_effort(&self, effort: Option<String>) {
+        *lock(&self.shared.reasoning_effort) = effort;
+    }
+
+    /// Stops the current input (if any): closes its stream, kills its commands, answers its
+    /// pending tool calls with "interrupted" results, emits `PROCESSING_END`, and returns
+    /// the session to idle. Queued inputs and follow-ups still run. Returns at once.
+    pub fn interrupt(&self) {
+        if let Some(token) = lock(&self.shared.current_input).as_ref() {
+            token.cancel();
+        }
+    }
+
+    /// Aborts the session: cancels the stream and running commands at once, then the
+    /// worker shuts down (`PROCESSING_END` for the input in progress, environment cleanup,
+    /// `SESSION_END`). Returns at once; `SESSION_END` follows within milliseconds when every
+    /// tool honours cancellation.
+    pub fn abort(&self) {
+        self.abort.cancel();
+        let _ = self.inbox.send(Input::Abort);
+    }
+
+    /// Closes the session after the inputs already queued: the worker processes them, then
+    /// shuts down and emits `SESSION_END`. Returns at once; closing a closed session does
+    /// nothing.
+    pub fn close(&self) {
+        let _ = self.inbox.send(Input::Close);
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return Err(Error::new(
+                ErrorKind::SessionClosed,
+                "the session is closed and accepts no more input",
+            ));
+        }
+        Ok(())
+    }
+
+    fn send(&self, input: Input) -> Result<()> {
+        self.ensure_open()?;
+        self.inbox.send(input).map_err(|_| {
+            Error::new(
+                ErrorKind::SessionClosed,
+                "the session is closed and accepts no more input",
+            )
+        })
+    }
+}
+
+impl Drop for Session {
+    /// Aborts the session and joins its worker (which has joined every thread it started).
+    fn drop(&mut self) {
+        self.abort();
+        let handle = lock(&self.worker).take();
+        if let Some(handle) = handle {
+            // A tool holding the last handle would drop it on the worker itself; joining
+            // would wait forever, and the worker is about to end anyway.
+            if handle.thread().id() != thread::current().id() {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// A new session id: 128 bits formatted as a UUID v4 string.
+///
+/// The bits come from std's per-process random hasher keys mixed with the time, a
+/// process-wide counter, the thread id and a stack address. Unique in practice, but not
+/// cryptographic: do not use a session id as a secret.
+pub fn new_session_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let keys = std::collections::hash_map::RandomState::new();
+    let marker = 0u8;
+    let mut halves = [0u64; 2];
+    for (i, half) in halves.iter_mut().enumerate() {
+        let mut hasher = keys.build_hasher();
+        (i, count, std::process::id()).hash(&mut hasher);
+        std::time::SystemTime::now().hash(&mut hasher);
+        std::time::Instant::now().hash(&mut hasher);
+        thread::current().id().hash(&mut hasher);
+        (&marker as *const u8 as usize).hash(&mut hasher);
+        *half = hasher.finish();
+    }
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&halves[0].to_be_bytes());
+    bytes[8..].copy_from_slice(&halves[1].to_be_bytes());
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_uuid_v4_shaped_and_distinct() {
+        let ids: Vec<String> = (0..1000).map(|_| new_session_id()).collect();
+        for id in &ids {
+            assert_eq!(id.len(), 36, "{id}");
+            let parts: Vec<&str> = id.split('-').collect();
+            assert_eq!(
+                parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+                [8, 4, 4, 4, 12]
+            );
+            assert!(parts[2].starts_with('4'), "{id}");
+            assert!(matches!(&parts[3][..1], "8" | "9" | "a" | "b"), "{id}");
+        }
+        let unique: std::collections::HashSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len());
+    }
+}

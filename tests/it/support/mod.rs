@@ -1,2 +1,56 @@
-//! Test support: a loopback HTTP server, workspaces, helpers.
+//! Test support: a loopback HTTP server, the conformance checker, client builders.
 #![allow(dead_code)]
+
+pub mod conformance;
+pub mod server;
+
+use std::time::Duration;
+
+use agentloop::llm::anthropic::Anthropic;
+use agentloop::llm::{Client, HttpOptions, Provider, RetryPolicy};
+
+pub use server::{Reply, Server};
+
+/// A recognisable fake API key: tests assert it never shows up anywhere.
+pub const FAKE_KEY: &str = "sk-ant-test-FAKEKEY0123456789abcdefghij";
+
+/// A ceiling for anything that should be quick: catches hangs, not slowness.
+pub const GENEROUS: Duration = Duration::from_secs(20);
+
+/// HTTP options for loopback servers: no environment proxy, short but not flaky timeouts.
+pub fn http_options() -> HttpOptions {
+    HttpOptions::default()
+        .with_env_proxy(false)
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_first_byte_timeout(Duration::from_secs(10))
+        .with_stall_timeout(Duration::from_secs(10))
+}
+
+/// Retries that do not make tests wait: 2 retries, 10 ms backoff doubling, no jitter, and
+/// `retry-after` honoured up to 5 s.
+pub fn fast_retries() -> RetryPolicy {
+    RetryPolicy::default()
+        .with_max_retries(2)
+        .with_base_delay(Duration::from_millis(10))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter(false)
+}
+
+/// A client with `provider` and [`fast_retries`].
+pub fn client_for(provider: impl Provider + 'static) -> Client {
+    Client::new()
+        .with_provider(provider)
+        .with_retry_policy(fast_retries())
+}
+
+/// An Anthropic provider pointed at `server`, with [`FAKE_KEY`] and [`http_options`].
+pub fn anthropic(server: &Server) -> Anthropic {
+    Anthropic::new(FAKE_KEY)
+        .with_base_url(server.url())
+        .with_http_options(http_options())
+}
+
+/// A client for [`anthropic`] with [`fast_retries`].
+pub fn anthropic_client(server: &Server) -> Client {
+    client_for(anthropic(server))
+}

@@ -1,0 +1,172 @@
+//! `SessionConfig`: limits, timeouts, truncation overrides, loop detection and approval.
+//!
+//! Plain data with the spec's defaults (§2.2). This module never starts anything.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::approval::{Approval, ApprovalHook};
+use crate::llm::ToolCall;
+
+/// How a session behaves. Build with `SessionConfig::default()` and the `with_*` methods,
+/// or set the public fields.
+///
+/// ```
+/// use agentloop::session::{Approval, SessionConfig};
+///
+/// let config = SessionConfig::default()
+///     .with_max_tool_rounds_per_input(20)
+///     .with_reasoning_effort("high")
+///     .with_approval(|call| match call.name.as_str() {
+///         "shell" => Approval::Ask,
+///         _ => Approval::Allow,
+///     });
+/// assert_eq!(config.max_tool_rounds_per_input, 20);
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct SessionConfig {
+    /// Most model calls (assistant turns) over the whole session; 0 = unlimited.
+    ///
+    /// A "turn" here is one model response: the count includes every response of every
+    /// input, with or without tool calls. When the limit is reached the current input
+    /// stops with a `TURN_LIMIT` event, and every later input stops at once the same way.
+    pub max_turns: usize,
+    /// Most tool rounds per input; 0 = unlimited. A round is one model response with tool
+    /// calls and their execution. When reached, the input stops with a `TURN_LIMIT` event
+    /// carrying `round` (the model does not see the last round's results until the next
+    /// input).
+    pub max_tool_rounds_per_input: usize,
+    /// Timeout for commands that set none, in milliseconds. `None` (the default) uses the
+    /// profile's default if it has one, else 10 000 ms (spec §5.4).
+    pub default_command_timeout_ms: Option<u64>,
+    /// Upper bound for any command timeout, in milliseconds. Default 600 000.
+    pub max_command_timeout_ms: u64,
+    /// `"low"`, `"medium"`, `"high"` (or a provider's own value); `None` = provider default.
+    /// Changed during a session with `Session::set_reasoning_effort`.
+    pub reasoning_effort: Option<String>,
+    /// Per-tool character limits for the model's copy of tool output (spec §5.2 defaults
+    /// apply to tools not listed).
+    pub tool_output_limits: BTreeMap<String, usize>,
+    /// Per-tool line limits, applied after the character limit.
+    pub tool_line_limits: BTreeMap<String, usize>,
+    /// Whether to warn the model about repeating tool calls. Default on.
+    pub enable_loop_detection: bool,
+    /// How many recent tool calls loop detection looks at. Default 10.
+    pub loop_detection_window: usize,
+    /// Deepest subagent nesting. Default 1.
+    pub max_subagent_depth: usize,
+    /// Decides, before each validated tool call runs, whether it may run. `None` allows
+    /// everything.
+    pub approval: Option<ApprovalHook>,
+    /// Whether file tools may touch paths outside the environment's working directory.
+    /// Default `false`.
+    pub allow_outside_working_dir: bool,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            max_turns: 0,
+            max_tool_rounds_per_input: 0,
+            default_command_timeout_ms: None,
+            max_command_timeout_ms: 600_000,
+            reasoning_effort: None,
+            tool_output_limits: BTreeMap::new(),
+            tool_line_limits: BTreeMap::new(),
+            enable_loop_detection: true,
+            loop_detection_window: 10,
+            max_subagent_depth: 1,
+            approval: None,
+            allow_outside_working_dir: false,
+        }
+    }
+}
+
+impl fmt::Debug for SessionConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionConfig")
+            .field("max_turns", &self.max_turns)
+            .field("max_tool_rounds_per_input", &self.max_tool_rounds_per_input)
+            .field(
+                "default_command_timeout_ms",
+                &self.default_command_timeout_ms,
+            )
+            .field("max_command_timeout_ms", &self.max_command_timeout_ms)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("tool_output_limits", &self.tool_output_limits)
+            .field("tool_line_limits", &self.tool_line_limits)
+            .field("enable_loop_detection", &self.enable_loop_detection)
+            .field("loop_detection_window", &self.loop_detection_window)
+            .field("max_subagent_depth", &self.max_subagent_depth)
+            .field("approval", &self.approval.as_ref().map(|_| "hook"))
+            .field("allow_outside_working_dir", &self.allow_outside_working_dir)
+            .finish()
+    }
+}
+
+impl SessionConfig {
+    /// Sets `max_turns`.
+    pub fn with_max_turns(mut self, turns: usize) -> SessionConfig {
+        self.max_turns = turns;
+        self
+    }
+
+    /// Sets `max_tool_rounds_per_input`.
+    pub fn with_max_tool_rounds_per_input(mut self, rounds: usize) -> SessionConfig {
+        self.max_tool_rounds_per_input = rounds;
+        self
+    }
+
+    /// Sets the default command timeout in milliseconds.
+    pub fn with_default_command_timeout_ms(mut self, ms: u64) -> SessionConfig {
+        self.default_command_timeout_ms = Some(ms);
+        self
+    }
+
+    /// Sets the maximum command timeout in milliseconds.
+    pub fn with_max_command_timeout_ms(mut self, ms: u64) -> SessionConfig {
+        self.max_command_timeout_ms = ms;
+        self
+    }
+
+    /// Sets the reasoning effort.
+    pub fn with_reasoning_effort(mut self, effort: impl Into<String>) -> SessionConfig {
+        self.reasoning_effort = Some(effort.into());
+        self
+    }
+
+    /// Sets the character limit of one tool's output for the model.
+    pub fn with_tool_output_limit(mut self, tool: impl Into<String>, chars: usize) -> Self {
+        self.tool_output_limits.insert(tool.into(), chars);
+        self
+    }
+
+    /// Sets the line limit of one tool's output for the model.
+    pub fn with_tool_line_limit(mut self, tool: impl Into<String>, lines: usize) -> Self {
+        self.tool_line_limits.insert(tool.into(), lines);
+        self
+    }
+
+    /// Turns loop detection on or off.
+    pub fn with_loop_detection(mut self, enabled: bool) -> SessionConfig {
+        self.enable_loop_detection = enabled;
+        self
+    }
+
+    /// Sets the loop-detection window.
+    pub fn with_loop_detection_window(mut self, calls: usize) -> SessionConfig {
+        self.loop_detection_window = calls;
+        self
+    }
+
+    /// Sets the approval hook.
+    pub fn with_approval(
+        mut self,
+        hook: impl Fn(&ToolCall) -> Approval + Send + Sync + 'static,
+    ) -> SessionConfig {
+        self.approval = Some(Arc::new(hook));
+        self
+    }
+}

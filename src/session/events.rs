@@ -1,0 +1,670 @@
+//! Session events: what the agent did, as typed values and as JSON lines.
+//!
+//! Every action of a session emits a [`SessionEvent`] (spec §2.9); the host reads them from
+//! [`Session::events`](super::Session::events), an [`Events`] iterator over a crossbeam
+//! channel. The order of events is documented on [`EventKind`]. The JSON form of an event is
+//!
+//! ```json
+//! {"kind":"tool_call_end","session_id":"…","timestamp":"2026-01-01T00:00:00.000Z","data":{…}}
+//! ```
+//!
+//! with kind names in lower snake case and RFC 3339 UTC timestamps with milliseconds; events
+//! deserialise from the same form (transcripts read them back). This module never blocks
+//! the worker: the channel is unbounded.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use serde::de::Error as _;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use super::approval::ApprovalResponder;
+use crate::llm::{FinishReason, Usage};
+
+/// Where a session is in its lifecycle (spec §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Waiting for input.
+    #[default]
+    Idle,
+    /// Running the agentic loop.
+    Processing,
+    /// Waiting for the host to answer an approval request.
+    AwaitingInput,
+    /// Terminated; accepts no more input.
+    Closed,
+}
+
+/// Why the processing of one input stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model answered with text only (natural completion), possibly cut by its
+    /// output-token limit.
+    Completed,
+    /// The session's `max_turns` was reached.
+    TurnLimit,
+    /// The input's `max_tool_rounds_per_input` was reached.
+    RoundLimit,
+    /// The host called `interrupt()`.
+    Interrupted,
+    /// The host called `abort()` (or dropped the session).
+    Aborted,
+    /// A provider error ended the input (see the `ERROR` event).
+    Error,
+}
+
+/// Why a session closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The host called `close()`.
+    Closed,
+    /// The host called `abort()` or dropped the session.
+    Aborted,
+    /// An unrecoverable error (authentication, access, configuration, …).
+    Error,
+}
+
+/// What happened, with the data of each kind.
+///
+/// # Order
+///
+/// - `SessionStart` is always first, `SessionEnd` always last; nothing follows it.
+/// - Each input (from `submit`, `run`, or a follow-up) is bracketed by `UserInput` …
+///   `ProcessingEnd`: every input ends with exactly one `ProcessingEnd`, also when it is
+///   interrupted, aborted or fails.
+/// - Inside an input, each model call is a round: `SteeringInjected`* (steering drained
+///   before the call), `Warning`* (context usage), then `AssistantTextStart`,
+///   `AssistantTextDelta` / `AssistantReasoningDelta`*, `AssistantTextEnd` (also when the
+///   stream was cut short). Then, for each tool call of the response, `ToolCallStart`,
+///   `ApprovalRequested`?, `ToolCallOutputDelta`*, `ToolCallEnd`. With parallel tool calls
+///   the events of different calls interleave, but each call's `ToolCallStart` precedes its
+///   `ToolCallEnd`. After the round: `SteeringInjected`*, `LoopDetection`?.
+/// - `TurnLimit` precedes the `ProcessingEnd` of the input it stopped; `Error` (preceded
+///   by a `Warning` for a context-length error) precedes the `ProcessingEnd` of the input
+///   it ended, and a fatal `Error` is followed by `SessionEnd`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// The session was created.
+    SessionStart {
+        /// The provider id requests go to.
+        provider: String,
+        /// The model.
+        model: String,
+    },
+    /// The session closed; always the last event.
+    SessionEnd {
+        /// The state the session ended in (always `closed`).
+        final_state: SessionState,
+        /// Why it closed.
+        reason: CloseReason,
+    },
+    /// An input (submitted or follow-up) began processing.
+    UserInput {
+        /// The input text.
+        content: String,
+    },
+    /// The processing of one input ended.
+    ProcessingEnd {
+        /// Why it stopped.
+        stop_reason: StopReason,
+        /// Tool rounds run for this input.
+        rounds: usize,
+    },
+    /// A model call began streaming.
+    AssistantTextStart {},
+    /// More answer text.
+    AssistantTextDelta {
+        /// The new text.
+        delta: String,
+    },
+    /// More reasoning text.
+    AssistantReasoningDelta {
+        /// The new reasoning text.
+        delta: String,
+    },
+    /// A model call finished (or was cut short): the whole text of the response.
+    AssistantTextEnd {
+        /// The full answer text (what had streamed, if the stream was cut short).
+        text: String,
+        /// The reasoning text, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+        /// Why the model stopped; `length` means the answer was cut by the output-token
+        /// limit; `error`/`other` when the stream was cut short.
+        finish_reason: FinishReason,
+        /// Token counts of this call (zero if the stream was cut short).
+        usage: Usage,
+        /// How many tool calls the response asked for.
+        tool_calls: usize,
+    },
+    /// A tool call began.
+    ToolCallStart {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        tool_name: String,
+        /// The arguments as the model sent them.
+        arguments: Value,
+    },
+    /// Live output of a running command.
+    ToolCallOutputDelta {
+        /// The call id.
+        call_id: String,
+        /// `"stdout"` or `"stderr"`.
+        stream: String,
+        /// The new output (UTF-8; invalid bytes replaced).
+        delta: String,
+    },
+    /// A tool call finished: the full, untruncated output (the model got the truncated
+    /// one).
+    ToolCallEnd {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        tool_name: String,
+        /// The full output, when the call succeeded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        /// The full error text, when the call failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// Whether the call failed.
+        is_error: bool,
+        /// Wall-clock time of the call in milliseconds (approval wait included).
+        duration_ms: u64,
+        /// Whether the model got a truncated text.
+        truncated: bool,
+        /// Characters removed from the model's text by character truncation.
+        removed_chars: usize,
+        /// Lines removed from the model's text by line truncation.
+        removed_lines: usize,
+    },
+    /// A steering message was added to the history.
+    SteeringInjected {
+        /// The message.
+        content: String,
+    },
+    /// A limit stopped the input.
+    TurnLimit {
+        /// The tool rounds of this input, when `max_tool_rounds_per_input` was hit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        round: Option<usize>,
+        /// The model calls of the session, when `max_turns` was hit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total_turns: Option<usize>,
+    },
+    /// The recent tool calls repeat; a warning was added to the history for the model.
+    LoopDetection {
+        /// The warning the model gets.
+        message: String,
+    },
+    /// A non-fatal issue.
+    Warning {
+        /// What happened.
+        message: String,
+        /// `"context_usage"` (history above 80 % of the context window) or
+        /// `"context_length"` (the provider rejected the request as too long).
+        code: String,
+    },
+    /// An error ended the current input (and, when `fatal`, the session).
+    Error {
+        /// What went wrong (never contains a secret).
+        message: String,
+        /// The error kind in snake case (`authentication`, `rate_limited`, …).
+        error_kind: String,
+        /// Whether the session closes because of it.
+        fatal: bool,
+    },
+    /// The approval hook asked the host about a tool call; answer through `responder`.
+    ApprovalRequested {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        tool_name: String,
+        /// The arguments as the model sent them.
+        arguments: Value,
+        /// Approves or denies the call (not serialised).
+        #[serde(skip)]
+        responder: ApprovalResponder,
+    },
+}
+
+impl EventKind {
+    /// The kind's name in lower snake case (`"tool_call_end"`), as in the JSON form.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::SessionStart { .. } => "session_start",
+            EventKind::SessionEnd { .. } => "session_end",
+            EventKind::UserInput { .. } => "user_input",
+            EventKind::ProcessingEnd { .. } => "processing_end",
+            EventKind::AssistantTextStart { .. } => "assistant_text_start",
+            EventKind::AssistantTextDelta { .. } => "assistant_text_delta",
+            EventKind::AssistantReasoningDelta { .. } => "assistant_reasoning_delta",
+            EventKind::AssistantTextEnd { .. } => "assistant_text_end",
+            EventKind::ToolCallStart { .. } => "tool_call_start",
+            EventKind::ToolCallOutputDelta { .. } => "tool_call_output_delta",
+            EventKind::ToolCallEnd { .. } => "tool_call_end",
+            EventKind::SteeringInjected { .. } => "steering_injected",
+            EventKind::TurnLimit { .. } => "turn_limit",
+            EventKind::LoopDetection { .. } => "loop_detection",
+            EventKind::Warning { .. } => "warning",
+            EventKind::Error { .. } => "error",
+            EventKind::ApprovalRequested { .. } => "approval_requested",
+        }
+    }
+}
+
+/// One event of a session.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionEvent {
+    /// What happened.
+    pub kind: EventKind,
+    /// When (wall clock).
+    pub timestamp: SystemTime,
+    /// The session's id.
+    pub session_id: String,
+}
+
+impl SessionEvent {
+    /// An event of `kind` for `session_id`, stamped now.
+    pub fn new(kind: EventKind, session_id: impl Into<String>) -> SessionEvent {
+        SessionEvent {
+            kind,
+            timestamp: SystemTime::now(),
+            session_id: session_id.into(),
+        }
+    }
+
+    /// The timestamp as RFC 3339 UTC with milliseconds (`2026-01-01T00:00:00.000Z`).
+    pub fn timestamp_rfc3339(&self) -> String {
+        super::time::format_rfc3339(self.timestamp)
+    }
+}
+
+impl Serialize for SessionEvent {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("kind", self.kind.name())?;
+        map.serialize_entry("session_id", &self.session_id)?;
+        map.serialize_entry("timestamp", &self.timestamp_rfc3339())?;
+        map.serialize_entry("data", &DataOf(&self.kind))?;
+        map.end()
+    }
+}
+
+/// Serialises only the `data` half of an [`EventKind`]'s adjacently tagged form, keeping
+/// the fields in declaration order (no intermediate `Value`, whose maps are sorted).
+struct DataOf<'a>(&'a EventKind);
+
+impl Serialize for DataOf<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(data_only::DataOnly(serializer))
+    }
+}
+
+/// A serializer that receives the derive's `{"kind": …, "data": …}` struct and passes
+/// only `data` (or `{}` when a kind has none) to the real serializer.
+mod data_only {
+    use serde::Serialize;
+    use serde::ser::{Error, Impossible, SerializeMap, SerializeStruct, Serializer};
+
+    pub(super) struct DataOnly<S>(pub(super) S);
+
+    pub(super) struct Fields<S: Serializer> {
+        inner: Option<S>,
+        done: Option<S::Ok>,
+    }
+
+    fn unexpected<E: Error>() -> E {
+        E::custom("an event kind serialises as a struct")
+    }
+
+    macro_rules! reject {
+        ($($name:ident($($ty:ty),*)),* $(,)?) => {
+            $(fn $name(self, $(_: $ty),*) -> Result<S::Ok, S::Error> {
+                Err(unexpected())
+            })*
+        };
+    }
+
+    impl<S: Serializer> Serializer for DataOnly<S> {
+        type Ok = S::Ok;
+        type Error = S::Error;
+        type SerializeSeq = Impossible<S::Ok, S::Error>;
+        type SerializeTuple = Impossible<S::Ok, S::Error>;
+        type SerializeTupleStruct = Impossible<S::Ok, S::Error>;
+        type SerializeTupleVariant = Impossible<S::Ok, S::Error>;
+        type SerializeMap = Impossible<S::Ok, S::Error>;
+        type SerializeStruct = Fields<S>;
+        type SerializeStructVariant = Impossible<S::Ok, S::Error>;
+
+        reject! {
+            serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32),
+            serialize_i64(i64), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32),
+            serialize_u64(u64), serialize_f32(f32), serialize_f64(f64), serialize_char(char),
+            serialize_str(&str), serialize_bytes(&[u8]), serialize_none(), serialize_unit(),
+            serialize_unit_struct(&'static str),
+            serialize_unit_variant(&'static str, u32, &'static str),
+        }
+
+        fn serialize_some<T: ?Sized + Serialize>(self, _: &T) -> Result<S::Ok, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_newtype_struct<T: ?Sized + Serialize>(
+            self,
+            _: &'static str,
+            _: &T,
+        ) -> Result<S::Ok, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_newtype_variant<T: ?Sized + Serialize>(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: &T,
+        ) -> Result<S::Ok, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_tuple_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleStruct, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleVariant, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, S::Error> {
+            Err(unexpected())
+        }
+
+        fn serialize_struct(
+            self,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStruct, S::Error> {
+            Ok(Fields {
+                inner: Some(self.0),
+                done: None,
+            })
+        }
+
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStructVariant, S::Error> {
+            Err(unexpected())
+        }
+    }
+
+    impl<S: Serializer> SerializeStruct for Fields<S> {
+        type Ok = S::Ok;
+        type Error = S::Error;
+
+        fn serialize_field<T: ?Sized + Serialize>(
+            &mut self,
+            key: &'static str,
+            value: &T,
+        ) -> Result<(), S::Error> {
+            if key == "data" {
+                let inner = self.inner.take().ok_or_else(unexpected)?;
+                self.done = Some(value.serialize(inner)?);
+            }
+            Ok(())
+        }
+
+        fn end(self) -> Result<S::Ok, S::Error> {
+            match (self.done, self.inner) {
+                (Some(done), _) => Ok(done),
+                (None, Some(inner)) => inner.serialize_map(Some(0))?.end(),
+                (None, None) => Err(unexpected()),
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionEvent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            kind: String,
+            session_id: String,
+            #[serde(with = "super::time::rfc3339")]
+            timestamp: SystemTime,
+            #[serde(default)]
+            data: Option<Value>,
+        }
+        let raw = Raw::deserialize(deserializer)?;
+        let data = raw
+            .data
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        let mut tagged = serde_json::Map::new();
+        tagged.insert("kind".to_string(), Value::String(raw.kind));
+        tagged.insert("data".to_string(), data);
+        let kind = EventKind::deserialize(Value::Object(tagged)).map_err(D::Error::custom)?;
+        Ok(SessionEvent {
+            kind,
+            timestamp: raw.timestamp,
+            session_id: raw.session_id,
+        })
+    }
+}
+
+impl fmt::Display for SessionEvent {
+    /// The event as one line of JSON.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match serde_json::to_string(self) {
+            Ok(line) => f.write_str(&line),
+            Err(_) => write!(f, "{{\"kind\":\"{}\"}}", self.kind.name()),
+        }
+    }
+}
+
+/// Who listens: decides whether the worker keeps events for the host.
+#[derive(Debug, Default)]
+pub(crate) struct Listeners {
+    /// Live [`Events`] iterators.
+    iterators: AtomicUsize,
+    /// `run()` calls waiting for their outcome.
+    runs: AtomicUsize,
+}
+
+impl Listeners {
+    /// Events are dropped while a `run()` waits and no iterator exists: a host that only
+    /// uses `run()` never accumulates events.
+    fn keep(&self, kind: &EventKind) -> bool {
+        matches!(kind, EventKind::SessionEnd { .. })
+            || self.iterators.load(Ordering::SeqCst) > 0
+            || self.runs.load(Ordering::SeqCst) == 0
+    }
+
+    pub(crate) fn iterators(&self) -> usize {
+        self.iterators.load(Ordering::SeqCst)
+    }
+
+    /// Registers a waiting `run()` until the guard drops.
+    pub(crate) fn run_guard(self: &Arc<Self>) -> RunGuard {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        RunGuard(self.clone())
+    }
+}
+
+/// Unregisters a waiting `run()` when dropped.
+pub(crate) struct RunGuard(Arc<Listeners>);
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        self.0.runs.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The worker's side of the event channel. Cloneable and `Sync`: tool threads emit too.
+#[derive(Clone)]
+pub(crate) struct EventSink {
+    sender: Sender<SessionEvent>,
+    session_id: Arc<str>,
+    listeners: Arc<Listeners>,
+}
+
+impl EventSink {
+    pub(crate) fn new(
+        sender: Sender<SessionEvent>,
+        session_id: Arc<str>,
+        listeners: Arc<Listeners>,
+    ) -> EventSink {
+        EventSink {
+            sender,
+            session_id,
+            listeners,
+        }
+    }
+
+    /// Sends an event (never blocks; a host that is gone is not an error).
+    pub(crate) fn emit(&self, kind: EventKind) {
+        if self.listeners.keep(&kind) {
+            let _ = self.sender.send(SessionEvent::new(kind, &*self.session_id));
+        }
+    }
+}
+
+/// Why [`Events::recv_timeout`] returned no event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvError {
+    /// No event arrived in time.
+    Timeout,
+    /// The stream ended: `SESSION_END` was delivered, or the worker is gone.
+    Ended,
+}
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecvError::Timeout => f.write_str("no session event arrived in time"),
+            RecvError::Ended => f.write_str("the session's event stream has ended"),
+        }
+    }
+}
+
+impl std::error::Error for RecvError {}
+
+/// The host's blocking iterator of [`SessionEvent`]s (from
+/// [`Session::events`](super::Session::events)).
+///
+/// Ends after yielding `SESSION_END`, or when the session's worker is gone and every event
+/// was read. Several iterators share one stream: each event goes to exactly one of them.
+pub struct Events {
+    receiver: Receiver<SessionEvent>,
+    listeners: Arc<Listeners>,
+    ended: bool,
+}
+
+impl fmt::Debug for Events {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Events")
+            .field("pending", &self.receiver.len())
+            .field("ended", &self.ended)
+            .finish()
+    }
+}
+
+impl Events {
+    pub(crate) fn new(receiver: Receiver<SessionEvent>, listeners: Arc<Listeners>) -> Events {
+        listeners.iterators.fetch_add(1, Ordering::SeqCst);
+        Events {
+            receiver,
+            listeners,
+            ended: false,
+        }
+    }
+
+    /// Waits up to `timeout` for the next event.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<SessionEvent, RecvError> {
+        if self.ended {
+            return Err(RecvError::Ended);
+        }
+        match self.receiver.recv_timeout(timeout) {
+            Ok(event) => Ok(self.saw(event)),
+            Err(RecvTimeoutError::Timeout) => Err(RecvError::Timeout),
+            Err(RecvTimeoutError::Disconnected) => {
+                self.ended = true;
+                Err(RecvError::Ended)
+            }
+        }
+    }
+
+    /// The next event if one is already waiting.
+    pub fn try_next(&mut self) -> Option<SessionEvent> {
+        if self.ended {
+            return None;
+        }
+        let event = self.receiver.try_recv().ok()?;
+        Some(self.saw(event))
+    }
+
+    fn saw(&mut self, event: SessionEvent) -> SessionEvent {
+        if matches!(event.kind, EventKind::SessionEnd { .. }) {
+            self.ended = true;
+        }
+        event
+    }
+}
+
+impl Iterator for Events {
+    type Item = SessionEvent;
+
+    fn next(&mut self) -> Option<SessionEvent> {
+        if self.ended {
+            return None;
+        }
+        match self.receiver.recv() {
+            Ok(event) => Some(self.saw(event)),
+            Err(_) => {
+                self.ended = true;
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        self.listeners.iterators.fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,357 @@
+//! One round of tool calls: start event, lookup and validation, approval, execution,
+//! truncation, end event — sequentially or on named scoped threads.
+//!
+//! Every call of a round gets exactly one [`ToolResult`], in call order, whatever happens:
+//! unknown tools, invalid arguments, denials, panics, interrupts and aborts all become error
+//! results the model sees (spec Appendix B). Each call emits `TOOL_CALL_START` before its
+//! `TOOL_CALL_END`, which carries the full output; the model gets the truncated text. This
+//! module never outlives the round: every thread it starts is joined before it returns.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::select;
+
+use super::approval::{Approval, ApprovalResponder, Decision};
+use super::events::{EventKind, EventSink, SessionState};
+use super::{SessionConfig, lock};
+use crate::cancel::CancelToken;
+use crate::exec::{ExecutionEnvironment, OutputStream};
+use crate::llm::{ToolCall, ToolResult};
+use crate::profiles::ProviderProfile;
+use crate::tools::truncate::truncate_tool_output;
+use crate::tools::{ToolContext, ToolOutcome};
+
+/// What the round needs from the session, borrowed for its duration.
+pub(crate) struct ToolRound<'a> {
+    pub(crate) profile: &'a ProviderProfile,
+    pub(crate) env: &'a dyn ExecutionEnvironment,
+    pub(crate) config: &'a SessionConfig,
+    pub(crate) events: &'a EventSink,
+    pub(crate) state: &'a Mutex<SessionState>,
+    pub(crate) awaiting: &'a AtomicUsize,
+    /// The input's token: cancelled by `interrupt()` and by `abort()`.
+    pub(crate) cancel: &'a CancelToken,
+    /// The session's token: cancelled by `abort()` only.
+    pub(crate) abort: &'a CancelToken,
+    /// For thread names.
+    pub(crate) short_id: &'a str,
+}
+
+impl ToolRound<'_> {
+    /// Runs `calls` and returns one result per call, in call order.
+    pub(crate) fn run(&self, calls: &[ToolCall]) -> Vec<ToolResult> {
+        if !(self.profile.supports_parallel_tool_calls && calls.len() > 1) {
+            return calls.iter().map(|call| self.run_guarded(call)).collect();
+        }
+        thread::scope(|scope| {
+            let handles: Vec<_> = calls
+                .iter()
+                .enumerate()
+                .map(|(index, call)| {
+                    thread::Builder::new()
+                        .name(format!("agentloop-tool-{}-{index}", self.short_id))
+                        .spawn_scoped(scope, move || self.run_one(call))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .zip(calls)
+                .map(|(handle, call)| match handle {
+                    Ok(handle) => handle.join().unwrap_or_else(|_| self.crashed(call)),
+                    // The system refused another thread: run this call here instead.
+                    Err(_) => self.run_guarded(call),
+                })
+                .collect()
+        })
+    }
+
+    /// [`run_one`](Self::run_one), with a panic outside the executor (in the host's
+    /// approval hook, say) turned into an error result instead of unwinding the worker.
+    fn run_guarded(&self, call: &ToolCall) -> ToolResult {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_one(call)))
+            .unwrap_or_else(|_| self.crashed(call))
+    }
+
+    fn run_one(&self, call: &ToolCall) -> ToolResult {
+        let started = Instant::now();
+        self.events.emit(EventKind::ToolCallStart {
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        if self.cancel.is_cancelled() {
+            return self.finish(call, self.cancelled_outcome(), started);
+        }
+        let prepared = match self.profile.tool_registry.prepare(call) {
+            Ok(prepared) => prepared,
+            Err(message) => return self.finish(call, error_outcome(message), started),
+        };
+        if let Some(outcome) = self.approve(call) {
+            return self.finish(call, outcome, started);
+        }
+        let decoder = OutputDecoder::default();
+        let on_output = |stream: OutputStream, bytes: &[u8]| {
+            let delta = decoder.decode(stream, bytes);
+            if !delta.is_empty() {
+                self.emit_output(call, stream, delta);
+            }
+        };
+        let ctx = ToolContext {
+            env: self.env,
+            call_id: &call.id,
+            cancel: self.cancel,
+            on_output: &on_output,
+            default_timeout: self.default_timeout(),
+            max_timeout: Duration::from_millis(self.config.max_command_timeout_ms),
+            allow_outside_working_dir: self.config.allow_outside_working_dir,
+        };
+        let outcome = prepared.run(&ctx);
+        for (stream, rest) in decoder.flush() {
+            self.emit_output(call, stream, rest);
+        }
+        self.finish(call, outcome, started)
+    }
+
+    fn emit_output(&self, call: &ToolCall, stream: OutputStream, delta: String) {
+        let stream = match stream {
+            OutputStream::Stdout => "stdout",
+            OutputStream::Stderr => "stderr",
+        };
+        self.events.emit(EventKind::ToolCallOutputDelta {
+            call_id: call.id.clone(),
+            stream: stream.to_string(),
+            delta,
+        });
+    }
+
+    fn default_timeout(&self) -> Duration {
+        self.config
+            .default_command_timeout_ms
+            .map(Duration::from_millis)
+            .or(self.profile.default_command_timeout)
+            .unwrap_or(Duration::from_secs(10))
+    }
+
+    /// Asks the approval hook; `Some` is the outcome of a call that must not run.
+    fn approve(&self, call: &ToolCall) -> Option<ToolOutcome> {
+        let hook = self.config.approval.as_ref()?;
+        match hook(call) {
+            Approval::Allow => None,
+            Approval::Deny(reason) => Some(denied(&reason)),
+            Approval::Ask => self.ask_host(call),
+        }
+    }
+
+    /// Emits `APPROVAL_REQUESTED` and waits for the host's answer, an interrupt or an abort.
+    fn ask_host(&self, call: &ToolCall) -> Option<ToolOutcome> {
+        let (responder, answers) = ApprovalResponder::pair();
+        let (cancelled_tx, cancelled) = crossbeam_channel::bounded::<()>(1);
+        let _guard = self.cancel.on_cancel(move || {
+            let _ = cancelled_tx.try_send(());
+        });
+        self.set_awaiting(1);
+        self.events.emit(EventKind::ApprovalRequested {
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            responder,
+        });
+        let verdict = select! {
+            recv(answers) -> answer => match answer {
+                Ok(Decision::Approve) => None,
+                Ok(Decision::Deny(reason)) => Some(denied(&reason)),
+                Err(_) => Some(denied("nobody answered the approval request")),
+            },
+            recv(cancelled) -> _ => Some(self.cancelled_outcome()),
+        };
+        self.set_awaiting(-1);
+        verdict
+    }
+
+    fn set_awaiting(&self, delta: isize) {
+        let mut state = lock(self.state);
+        let waiting = if delta > 0 {
+            self.awaiting.fetch_add(1, Ordering::SeqCst) + 1
+        } else {
+            self.awaiting.fetch_sub(1, Ordering::SeqCst) - 1
+        };
+        if *state != SessionState::Closed {
+            *state = if waiting > 0 {
+                SessionState::AwaitingInput
+            } else {
+                SessionState::Processing
+            };
+        }
+    }
+
+    /// The result of a call that was not (fully) run because of an interrupt or abort.
+    fn cancelled_outcome(&self) -> ToolOutcome {
+        error_outcome(cancelled_text(self.abort.is_cancelled()).to_string())
+    }
+
+    /// The result of a call whose thread panicked outside the executor.
+    fn crashed(&self, call: &ToolCall) -> ToolResult {
+        let outcome = error_outcome(format!(
+            "Tool error ({}): the tool crashed. Try a different approach.",
+            call.name
+        ));
+        self.finish(call, outcome, Instant::now())
+    }
+
+    /// Truncates for the model, emits `TOOL_CALL_END` with the full text, returns the result.
+    fn finish(&self, call: &ToolCall, outcome: ToolOutcome, started: Instant) -> ToolResult {
+        let truncated = truncate_tool_output(
+            &outcome.text,
+            &call.name,
+            &self.config.tool_output_limits,
+            &self.config.tool_line_limits,
+        );
+        let mut result = ToolResult::for_call(call, truncated.text, outcome.is_error);
+        result.image = outcome.image;
+        let (output, error) = if outcome.is_error {
+            (None, Some(outcome.text))
+        } else {
+            (Some(outcome.text), None)
+        };
+        self.events.emit(EventKind::ToolCallEnd {
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            output,
+            error,
+            is_error: result.is_error,
+            duration_ms: started.elapsed().as_millis() as u64,
+            truncated: truncated.removed_chars > 0 || truncated.removed_lines > 0,
+            removed_chars: truncated.removed_chars,
+            removed_lines: truncated.removed_lines,
+        });
+        result
+    }
+}
+
+/// The text the model gets for a call that an interrupt (or abort) kept from completing.
+pub(crate) fn cancelled_text(aborted: bool) -> &'static str {
+    if aborted {
+        "Tool call not completed: the session was aborted before it finished."
+    } else {
+        "Tool call not completed: the user interrupted the agent before it finished. \
+         Its effects, if any, are unknown; check before repeating it."
+    }
+}
+
+fn error_outcome(text: String) -> ToolOutcome {
+    ToolOutcome {
+        text,
+        is_error: true,
+        image: None,
+    }
+}
+
+fn denied(reason: &str) -> ToolOutcome {
+    error_outcome(format!(
+        "Tool call denied by the user: {reason}. Do not retry the same call; \
+         continue without it or ask the user how to proceed."
+    ))
+}
+
+/// Turns output chunks into UTF-8 text, holding back a character split across chunks.
+#[derive(Default)]
+struct OutputDecoder {
+    pending: Mutex<[Vec<u8>; 2]>,
+}
+
+impl OutputDecoder {
+    fn decode(&self, stream: OutputStream, bytes: &[u8]) -> String {
+        let mut pending = lock(&self.pending);
+        let carry = &mut pending[stream_index(stream)];
+        carry.extend_from_slice(bytes);
+        let complete = carry.len() - incomplete_tail(carry);
+        let text = String::from_utf8_lossy(&carry[..complete]).into_owned();
+        carry.drain(..complete);
+        text
+    }
+
+    /// Whatever is still held back (an incomplete character at the very end).
+    fn flush(&self) -> Vec<(OutputStream, String)> {
+        let mut pending = lock(&self.pending);
+        [OutputStream::Stdout, OutputStream::Stderr]
+            .into_iter()
+            .filter_map(|stream| {
+                let carry = std::mem::take(&mut pending[stream_index(stream)]);
+                (!carry.is_empty()).then(|| (stream, String::from_utf8_lossy(&carry).into_owned()))
+            })
+            .collect()
+    }
+}
+
+fn stream_index(stream: OutputStream) -> usize {
+    match stream {
+        OutputStream::Stdout => 0,
+        OutputStream::Stderr => 1,
+    }
+}
+
+/// Length of an incomplete UTF-8 sequence at the end of `bytes` (0 if none).
+fn incomplete_tail(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0xC0 == 0x80 {
+            continue; // a continuation byte: keep looking for the lead byte
+        }
+        let needed = match byte {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => return 0,
+        };
+        return if back < needed { back } else { 0 };
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_characters_are_held_back_until_complete() {
+        let decoder = OutputDecoder::default();
+        let text = "héllo → 日本";
+        let bytes = text.as_bytes();
+        let mut out = String::new();
+        for chunk in bytes.chunks(1) {
+            out.push_str(&decoder.decode(OutputStream::Stdout, chunk));
+        }
+        assert_eq!(out, text);
+        assert!(decoder.flush().is_empty());
+    }
+
+    #[test]
+    fn a_truncated_character_at_the_end_is_flushed_as_a_replacement() {
+        let decoder = OutputDecoder::default();
+        let bytes = "aé".as_bytes();
+        assert_eq!(decoder.decode(OutputStream::Stderr, &bytes[..2]), "a");
+        let rest = decoder.flush();
+        assert_eq!(rest, vec![(OutputStream::Stderr, "\u{FFFD}".to_string())]);
+    }
+
+    #[test]
+    fn invalid_bytes_do_not_stall_the_stream() {
+        let decoder = OutputDecoder::default();
+        assert_eq!(
+            decoder.decode(OutputStream::Stdout, b"a\xFFb"),
+            "a\u{FFFD}b"
+        );
+    }
+
+    #[test]
+    fn incomplete_tail_finds_only_unfinished_sequences() {
+        assert_eq!(incomplete_tail(b"abc"), 0);
+        assert_eq!(incomplete_tail("é".as_bytes()), 0);
+        assert_eq!(incomplete_tail(&"é".as_bytes()[..1]), 1);
+        assert_eq!(incomplete_tail(&"日".as_bytes()[..2]), 2);
+        assert_eq!(incomplete_tail(&"😀".as_bytes()[..3]), 3);
+    }
+}

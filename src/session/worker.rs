@@ -1,0 +1,536 @@
+//! The worker thread: the agentic loop of spec §2.5, streaming, with limits, steering,
+//! loop detection, error handling and graceful shutdown.
+//!
+//! The worker owns the profile, the environment, the client and the configuration; it
+//! waits on one channel of [`Input`]s and runs each input to its end. Host calls that must
+//! act while the worker is busy do not go through the channel: steering and follow-ups sit
+//! in shared queues drained at the spec's points, `interrupt()` cancels the input's
+//! [`CancelToken`] and `abort()` the session's (which closes the HTTP socket and kills
+//! process groups through the callbacks registered on it). This module never blocks the
+//! host and never leaves a thread running when it returns.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::events::{CloseReason, EventKind, EventSink, SessionState, StopReason};
+use super::history::{AssistantTurn, History, Turn};
+use super::loop_detection::LoopDetector;
+use super::tool_round::{ToolRound, cancelled_text};
+use super::{Outcome, SessionConfig, lock};
+use crate::cancel::CancelToken;
+use crate::error::{Error, ErrorKind};
+use crate::exec::ExecutionEnvironment;
+use crate::llm::{
+    Client, FinishKind, FinishReason, Message, Request, Response, StreamEvent, ToolChoice,
+    ToolDefinition, ToolResult, Usage,
+};
+use crate::profiles::ProviderProfile;
+
+/// What the host sends the worker through the inbox.
+pub(crate) enum Input {
+    /// Process this input; send the outcome (after the follow-ups it triggers) to `reply`.
+    Submit {
+        text: String,
+        reply: Option<Sender<Outcome>>,
+    },
+    /// A follow-up was queued: process the queue if idle.
+    FollowUp,
+    /// Shut down cleanly after the inputs before this one.
+    Close,
+    /// Shut down now (the session token is already cancelled).
+    Abort,
+}
+
+/// State the host and the worker share.
+#[derive(Default)]
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<SessionState>,
+    pub(crate) steering: Mutex<VecDeque<String>>,
+    pub(crate) follow_ups: Mutex<VecDeque<String>>,
+    /// The token of the input being processed (what `interrupt()` cancels).
+    pub(crate) current_input: Mutex<Option<CancelToken>>,
+    pub(crate) reasoning_effort: Mutex<Option<String>>,
+    pub(crate) history: Mutex<History>,
+    /// Tool calls waiting for an approval answer.
+    pub(crate) awaiting: AtomicUsize,
+    pub(crate) closed: AtomicBool,
+}
+
+/// How one input ended.
+struct InputEnd {
+    text: String,
+    stop: StopReason,
+    rounds: usize,
+    usage: Usage,
+    error: Option<Error>,
+    fatal: bool,
+}
+
+/// How one model call ended.
+enum RoundEnd {
+    Response(Box<Response>),
+    Cancelled,
+    Failed(Error),
+}
+
+pub(crate) struct Worker {
+    pub(crate) short_id: String,
+    pub(crate) profile: ProviderProfile,
+    pub(crate) env: Arc<dyn ExecutionEnvironment>,
+    pub(crate) client: Client,
+    pub(crate) config: SessionConfig,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) events: EventSink,
+    pub(crate) inbox: Receiver<Input>,
+    pub(crate) abort: CancelToken,
+    pub(crate) loop_detector: LoopDetector,
+    /// Approximate characters in the history (kept as turns are added).
+    pub(crate) history_chars: usize,
+    /// Model calls (assistant turns) so far: what `max_turns` limits.
+    pub(crate) assistant_turns: usize,
+    /// The context-usage warning fired and usage has not dropped below the threshold since.
+    pub(crate) context_warned: bool,
+}
+
+impl Worker {
+    /// The thread's body: start, serve inputs, shut down.
+    pub(crate) fn run(mut self) {
+        self.events.emit(EventKind::SessionStart {
+            provider: self.profile.id.clone(),
+            model: self.profile.model.clone(),
+        });
+        let reason = match self.env.initialize() {
+            Ok(()) => {
+                // A bug in the loop must still end the event stream properly.
+                let served =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
+                served.unwrap_or_else(|_| {
+                    self.events.emit(EventKind::Error {
+                        message: "the session worker failed unexpectedly".to_string(),
+                        error_kind: ErrorKind::Io.as_str().to_string(),
+                        fatal: true,
+                    });
+                    CloseReason::Error
+                })
+            }
+            Err(err) => {
+                self.events.emit(EventKind::Error {
+                    message: format!("the execution environment failed to start: {err}"),
+                    error_kind: ErrorKind::Io.as_str().to_string(),
+                    fatal: true,
+                });
+                CloseReason::Error
+            }
+        };
+        self.shutdown(reason);
+    }
+
+    fn serve(&mut self) -> CloseReason {
+        loop {
+            if self.abort.is_cancelled() {
+                return CloseReason::Aborted;
+            }
+            let Ok(input) = self.inbox.recv() else {
+                // The handle is gone without a word: treat it as an abort.
+                return CloseReason::Aborted;
+            };
+            let closing = match input {
+                Input::Submit { text, reply } => self.cycle(Some(text), reply),
+                Input::FollowUp => self.cycle(None, None),
+                Input::Close => return CloseReason::Closed,
+                Input::Abort => return CloseReason::Aborted,
+            };
+            if let Some(reason) = closing {
+                return reason;
+            }
+        }
+    }
+
+    /// Processes `first` (or the next follow-up) and then every queued follow-up; replies
+    /// with the summary. `Some` when the session must close.
+    fn cycle(
+        &mut self,
+        first: Option<String>,
+        reply: Option<Sender<Outcome>>,
+    ) -> Option<CloseReason> {
+        let mut outcome = Outcome {
+            text: String::new(),
+            stop_reason: StopReason::Completed,
+            rounds: 0,
+            usage: Usage::default(),
+            inputs: 0,
+            error: None,
+        };
+        let mut closing = None;
+        let mut next = first.or_else(|| lock(&self.shared.follow_ups).pop_front());
+        while let Some(text) = next {
+            let end = self.process_input(text);
+            outcome.text = end.text;
+            outcome.stop_reason = end.stop;
+            outcome.rounds += end.rounds;
+            outcome.usage += end.usage;
+            outcome.inputs += 1;
+            outcome.error = end.error;
+            if self.abort.is_cancelled() {
+                closing = Some(CloseReason::Aborted);
+                break;
+            }
+            if end.fatal {
+                closing = Some(CloseReason::Error);
+                break;
+            }
+            next = lock(&self.shared.follow_ups).pop_front();
+        }
+        if closing.is_none() {
+            *lock(&self.shared.state) = SessionState::Idle;
+        }
+        if let Some(reply) = reply {
+            let _ = reply.send(outcome);
+        }
+        closing
+    }
+
+    fn push_turn(&mut self, turn: Turn) {
+        self.history_chars += turn.approx_chars();
+        if matches!(turn, Turn::Assistant(_)) {
+            self.assistant_turns += 1;
+        }
+        lock(&self.shared.history).push(turn);
+    }
+
+    /// The spec's `process_input`, for one input (follow-ups are separate inputs).
+    fn process_input(&mut self, text: String) -> InputEnd {
+        let cancel = self.abort.child();
+        *lock(&self.shared.current_input) = Some(cancel.clone());
+        *lock(&self.shared.state) = SessionState::Processing;
+        self.push_turn(Turn::user(text.clone()));
+        self.events.emit(EventKind::UserInput { content: text });
+        self.drain_steering();
+
+        // Same bytes on every round of this input: the cacheable prefix.
+        let system_prompt = self.profile.build_system_prompt(&*self.env);
+        let tools = self.profile.tools();
+        let mut end = InputEnd {
+            text: String::new(),
+            stop: StopReason::Completed,
+            rounds: 0,
+            usage: Usage::default(),
+            error: None,
+            fatal: false,
+        };
+        end.stop = loop {
+            let max_rounds = self.config.max_tool_rounds_per_input;
+            if max_rounds > 0 && end.rounds >= max_rounds {
+                self.events.emit(EventKind::TurnLimit {
+                    round: Some(end.rounds),
+                    total_turns: None,
+                });
+                break StopReason::RoundLimit;
+            }
+            let max_turns = self.config.max_turns;
+            if max_turns > 0 && self.assistant_turns >= max_turns {
+                self.events.emit(EventKind::TurnLimit {
+                    round: None,
+                    total_turns: Some(self.assistant_turns),
+                });
+                break StopReason::TurnLimit;
+            }
+            if cancel.is_cancelled() {
+                break self.cancelled_stop();
+            }
+            self.check_context_usage();
+            let request = self.build_request(&system_prompt, &tools);
+            let response = match self.stream_round(&request, &cancel) {
+                RoundEnd::Response(response) => response,
+                RoundEnd::Cancelled => break self.cancelled_stop(),
+                RoundEnd::Failed(error) => {
+                    end.fatal = self.report_error(&error);
+                    end.error = Some(error);
+                    break StopReason::Error;
+                }
+            };
+            drop(request);
+            end.usage += response.usage;
+            end.text = response.text();
+            let calls: Vec<_> = response.tool_calls().into_iter().cloned().collect();
+            self.push_turn(assistant_turn(*response, calls.clone()));
+            if calls.is_empty() {
+                // A steer that arrived while the final answer streamed is not deferred to
+                // the next input: inject it and let the model answer it now.
+                if !cancel.is_cancelled() && self.drain_steering() > 0 {
+                    continue;
+                }
+                break StopReason::Completed;
+            }
+            end.rounds += 1;
+            let results = self.tool_round(&cancel).run(&calls);
+            self.push_turn(Turn::tool_results(results));
+            if cancel.is_cancelled() {
+                break self.cancelled_stop();
+            }
+            self.drain_steering();
+            self.detect_loop(&calls);
+        };
+        self.answer_open_calls();
+        *lock(&self.shared.current_input) = None;
+        // A host that sees PROCESSING_END sees the state it leads to (unless a follow-up
+        // is queued, which starts processing again at once).
+        if !end.fatal && !self.abort.is_cancelled() && lock(&self.shared.follow_ups).is_empty() {
+            *lock(&self.shared.state) = SessionState::Idle;
+        }
+        self.events.emit(EventKind::ProcessingEnd {
+            stop_reason: end.stop,
+            rounds: end.rounds,
+        });
+        end
+    }
+
+    fn cancelled_stop(&self) -> StopReason {
+        if self.abort.is_cancelled() {
+            StopReason::Aborted
+        } else {
+            StopReason::Interrupted
+        }
+    }
+
+    fn tool_round<'a>(&'a self, cancel: &'a CancelToken) -> ToolRound<'a> {
+        ToolRound {
+            profile: &self.profile,
+            env: &*self.env,
+            config: &self.config,
+            events: &self.events,
+            state: &self.shared.state,
+            awaiting: &self.shared.awaiting,
+            cancel,
+            abort: &self.abort,
+            short_id: &self.short_id,
+        }
+    }
+
+    /// Moves every queued steering message into the history; returns how many.
+    fn drain_steering(&mut self) -> usize {
+        let mut count = 0;
+        loop {
+            let Some(message) = lock(&self.shared.steering).pop_front() else {
+                return count;
+            };
+            self.push_turn(Turn::steering(message.clone()));
+            self.events
+                .emit(EventKind::SteeringInjected { content: message });
+            count += 1;
+        }
+    }
+
+    fn detect_loop(&mut self, calls: &[crate::llm::ToolCall]) {
+        if !self.config.enable_loop_detection {
+            return;
+        }
+        for call in calls {
+            self.loop_detector.record(call);
+        }
+        if self.loop_detector.check() {
+            let message = format!(
+                "Loop detected: the last {} tool calls follow a repeating pattern. \
+                 Try a different approach.",
+                self.config.loop_detection_window
+            );
+            self.push_turn(Turn::steering(message.clone()));
+            self.events.emit(EventKind::LoopDetection { message });
+        }
+    }
+
+    /// Structural guard of the invariant: any call without a result gets one now.
+    fn answer_open_calls(&mut self) {
+        let open = lock(&self.shared.history).unanswered_calls();
+        if open.is_empty() {
+            return;
+        }
+        let text = cancelled_text(self.abort.is_cancelled());
+        let results = open
+            .iter()
+            .map(|call| ToolResult::for_call(call, text, true))
+            .collect();
+        self.push_turn(Turn::tool_results(results));
+    }
+
+    /// Spec §5.5: warn once when the history passes 80 % of the context window; re-arm
+    /// when it drops below.
+    fn check_context_usage(&mut self) {
+        let window = self.profile.context_window_size;
+        if window == 0 {
+            return;
+        }
+        let approx_tokens = self.history_chars / 4;
+        let above = approx_tokens.saturating_mul(10) > window.saturating_mul(8);
+        if above && !self.context_warned {
+            let percent = (approx_tokens as f64 / window as f64 * 100.0).round();
+            self.events.emit(EventKind::Warning {
+                message: format!("Context usage at ~{percent}% of context window"),
+                code: "context_usage".to_string(),
+            });
+        }
+        self.context_warned = above;
+    }
+
+    fn build_request(&self, system_prompt: &str, tools: &[ToolDefinition]) -> Request {
+        let history = lock(&self.shared.history);
+        let mut messages = Vec::with_capacity(history.len() + 1);
+        messages.push(Message::system(system_prompt));
+        messages.extend(history.to_messages());
+        drop(history);
+        Request {
+            model: self.profile.model.clone(),
+            messages,
+            provider: Some(self.profile.id.clone()),
+            tools: tools.to_vec(),
+            tool_choice: (!tools.is_empty()).then_some(ToolChoice::Auto),
+            reasoning_effort: lock(&self.shared.reasoning_effort).clone(),
+            provider_options: self.profile.provider_options(),
+            ..Request::default()
+        }
+    }
+
+    /// One model call, streamed: text and reasoning deltas go out live.
+    fn stream_round(&self, request: &Request, cancel: &CancelToken) -> RoundEnd {
+        let stream = match self.client.stream_with_cancel(request, cancel) {
+            Ok(stream) => stream,
+            Err(_) if cancel.is_cancelled() => return RoundEnd::Cancelled,
+            Err(error) => return RoundEnd::Failed(error),
+        };
+        self.events.emit(EventKind::AssistantTextStart {});
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut failure = None;
+        for event in stream {
+            match event {
+                Ok(StreamEvent::TextDelta { delta, .. }) => {
+                    text.push_str(&delta);
+                    self.events.emit(EventKind::AssistantTextDelta { delta });
+                }
+                Ok(StreamEvent::ReasoningDelta { delta }) => {
+                    reasoning.push_str(&delta);
+                    self.events
+                        .emit(EventKind::AssistantReasoningDelta { delta });
+                }
+                Ok(StreamEvent::Finish { response, .. }) => {
+                    self.events.emit(EventKind::AssistantTextEnd {
+                        text: response.text(),
+                        reasoning: response.reasoning(),
+                        finish_reason: response.finish_reason.clone(),
+                        usage: response.usage,
+                        tool_calls: response.tool_calls().len(),
+                    });
+                    return RoundEnd::Response(response);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+        let cancelled = cancel.is_cancelled();
+        let raw = if cancelled {
+            "cancelled"
+        } else {
+            "stream_error"
+        };
+        self.events.emit(EventKind::AssistantTextEnd {
+            text,
+            reasoning: (!reasoning.is_empty()).then_some(reasoning),
+            finish_reason: FinishReason::new(FinishKind::Other, Some(raw.to_string())),
+            usage: Usage::default(),
+            tool_calls: 0,
+        });
+        if cancelled {
+            return RoundEnd::Cancelled;
+        }
+        RoundEnd::Failed(failure.unwrap_or_else(|| {
+            Error::new(ErrorKind::Stream, "the stream ended without a finish event")
+                .with_provider(self.profile.id.clone())
+        }))
+    }
+
+    /// Emits the events of a provider error; returns whether the session must close.
+    fn report_error(&self, error: &Error) -> bool {
+        let fatal = is_fatal(error.kind());
+        if error.kind() == ErrorKind::ContextLength {
+            self.events.emit(EventKind::Warning {
+                message: format!(
+                    "the request exceeded the model's context window; shorten the history \
+                     or start a new session ({error})"
+                ),
+                code: "context_length".to_string(),
+            });
+        }
+        self.events.emit(EventKind::Error {
+            message: error.to_string(),
+            error_kind: error.kind().as_str().to_string(),
+            fatal,
+        });
+        fatal
+    }
+
+    /// Appendix B graceful shutdown: the stream and processes are already stopped (the
+    /// token's callbacks did that); release the environment, end the event stream.
+    fn shutdown(&mut self, reason: CloseReason) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        // Cancel whatever might still hold a registration on the session token.
+        self.abort.cancel();
+        // Subagents are closed here once they exist (part 6).
+        if let Err(err) = self.env.cleanup() {
+            self.events.emit(EventKind::Warning {
+                message: format!("the execution environment failed to clean up: {err}"),
+                code: "cleanup".to_string(),
+            });
+        }
+        *lock(&self.shared.state) = SessionState::Closed;
+        self.events.emit(EventKind::SessionEnd {
+            final_state: SessionState::Closed,
+            reason,
+        });
+        // Inputs still queued are dropped with the inbox: their `run()` callers see the
+        // session closed.
+    }
+}
+
+/// Errors after which the session cannot go on (spec §2.8, Appendix B).
+fn is_fatal(kind: ErrorKind) -> bool {
+    match kind {
+        ErrorKind::Authentication
+        | ErrorKind::AccessDenied
+        | ErrorKind::NotFound
+        | ErrorKind::InvalidRequest
+        | ErrorKind::Quota
+        | ErrorKind::Configuration
+        | ErrorKind::SessionClosed => true,
+        ErrorKind::ContextLength
+        | ErrorKind::RateLimited
+        | ErrorKind::Server
+        | ErrorKind::ContentFilter
+        | ErrorKind::Network
+        | ErrorKind::Timeout
+        | ErrorKind::Stream
+        | ErrorKind::Aborted
+        | ErrorKind::Io => false,
+    }
+}
+
+fn assistant_turn(response: Response, tool_calls: Vec<crate::llm::ToolCall>) -> Turn {
+    let content = response.text();
+    let reasoning = response.reasoning();
+    Turn::Assistant(AssistantTurn {
+        content,
+        tool_calls,
+        reasoning,
+        usage: response.usage,
+        response_id: (!response.id.is_empty()).then_some(response.id),
+        finish_reason: response.finish_reason,
+        parts: response.message.content,
+        timestamp: SystemTime::now(),
+    })
+}

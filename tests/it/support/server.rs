@@ -1,0 +1,680 @@
+//! A scripted loopback HTTP/1.1 server for the provider tests; it never reaches beyond
+//! 127.0.0.1 and never outlives its `Server` value.
+//!
+//! ```ignore
+//! let server = Server::start(vec![
+//!     Reply::json(429, r#"{"error":{"type":"rate_limit_error","message":"slow"}}"#)
+//!         .header("retry-after", "1"),
+//!     Reply::sse_file(conformance::dir().join("anthropic/text_basic.sse")).chunk(1),
+//! ]);
+//! let client = support::anthropic_client(&server);
+//! // … run requests against server.url() …
+//! let recorded = server.requests();
+//! ```
+//!
+//! Each incoming request takes the next scripted [`Reply`], in order (across connections);
+//! when the script runs out the server answers 500. SSE bodies are sent with chunked
+//! transfer encoding, in HTTP chunks of a chosen size, optionally with a delay between
+//! chunks; a reply can instead stall (hold the connection silently), hang up after some
+//! body bytes, or hang up before sending anything. Every request is recorded (method,
+//! path, lower-cased headers, raw and parsed body), and the server notes when the client
+//! closes a connection it is holding. Dropping the server stops and joins every thread.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind as IoKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How often a connection thread that waits on the client checks for shutdown.
+const POLL: Duration = Duration::from_millis(10);
+
+/// What happens after the status line, headers and (part of) the body are written.
+#[derive(Debug, Clone, PartialEq)]
+enum Ending {
+    /// Finish the body and keep the connection open for the next request.
+    Complete,
+    /// Write nothing more and hold the connection open until the client closes it or the
+    /// server stops.
+    Stall,
+    /// Close the connection after this many body bytes.
+    HangUpAfter(usize),
+    /// Close the connection without writing a single byte.
+    HangUpAtOnce,
+    /// Write nothing at all and hold the connection open.
+    Silent,
+}
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    chunked: bool,
+    chunk_size: Option<usize>,
+    delay: Duration,
+    gzip: bool,
+    ending: Ending,
+}
+
+impl Reply {
+    fn new(status: u16, body: Vec<u8>, chunked: bool) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body,
+            chunked,
+            chunk_size: None,
+            delay: Duration::ZERO,
+            gzip: false,
+            ending: Ending::Complete,
+        }
+    }
+
+    /// A 200 `text/event-stream` reply with `body`, sent with chunked encoding.
+    pub fn sse(body: impl Into<Vec<u8>>) -> Reply {
+        Reply::new(200, body.into(), true).header("content-type", "text/event-stream")
+    }
+
+    /// [`Reply::sse`] with the bytes of a file.
+    pub fn sse_file(path: impl AsRef<Path>) -> Reply {
+        let path = path.as_ref();
+        let body =
+            std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        Reply::sse(body)
+    }
+
+    /// A reply with `status` and a JSON body (with `content-length`).
+    pub fn json(status: u16, body: impl Into<Vec<u8>>) -> Reply {
+        Reply::new(status, body.into(), false).header("content-type", "application/json")
+    }
+
+    /// A reply with `status`, `content-type` and body, exactly as given.
+    pub fn body(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
+        Reply::new(status, body.into(), false).header("content-type", content_type)
+    }
+
+    /// Reads the request, then holds the connection open without writing a byte until the
+    /// client closes it or the server is dropped.
+    pub fn stall() -> Reply {
+        let mut reply = Reply::new(200, Vec::new(), false);
+        reply.ending = Ending::Silent;
+        reply
+    }
+
+    /// Reads the request, then closes the connection without writing a byte.
+    pub fn hang_up() -> Reply {
+        let mut reply = Reply::new(200, Vec::new(), false);
+        reply.ending = Ending::HangUpAtOnce;
+        reply
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Sends the body in HTTP chunks of `size` bytes (chunked encoding), flushing each.
+    pub fn chunk(mut self, size: usize) -> Reply {
+        self.chunked = true;
+        self.chunk_size = Some(size.max(1));
+        self
+    }
+
+    /// Waits `delay` between two chunks.
+    pub fn delay(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
+        self
+    }
+
+    /// Sends the body gzip-encoded (`content-encoding: gzip`, stored deflate blocks).
+    pub fn gzip(mut self) -> Reply {
+        self.gzip = true;
+        self
+    }
+
+    /// After the body, sends nothing more (not even the final chunk) and holds the
+    /// connection open until the client closes it or the server is dropped.
+    pub fn then_stall(mut self) -> Reply {
+        self.chunked = true;
+        self.ending = Ending::Stall;
+        self
+    }
+
+    /// Closes the connection after `bytes` bytes of the body, without the final chunk.
+    pub fn hang_up_after(mut self, bytes: usize) -> Reply {
+        self.chunked = true;
+        self.ending = Ending::HangUpAfter(bytes);
+        self
+    }
+}
+
+/// A request the server received.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The request target (`/v1/messages?x=y`).
+    pub path: String,
+    /// Headers with lower-cased names, in order.
+    pub headers: Vec<(String, String)>,
+    /// The raw body.
+    pub body: Vec<u8>,
+    /// The body parsed as JSON, if it is JSON.
+    pub json: Option<Value>,
+    /// When the request was complete.
+    pub at: Instant,
+}
+
+impl RecordedRequest {
+    /// The first header called `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text.
+    pub fn body_text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The parsed JSON body; panics when the body is not JSON.
+    pub fn json(&self) -> &Value {
+        self.json.as_ref().expect("the request body is JSON")
+    }
+}
+
+#[derive(Default)]
+struct State {
+    replies: VecDeque<Reply>,
+    requests: Vec<RecordedRequest>,
+    /// Per request index: when the client was seen closing the connection.
+    closed: Vec<Option<Instant>>,
+    connections: usize,
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn stopped(&self) -> bool {
+        self.lock().stop
+    }
+
+    /// Waits up to `timeout`; returns `true` if the server is stopping.
+    fn wait_stop(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.lock();
+        while !state.stop {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
+    fn mark_closed(&self, index: usize) {
+        let mut state = self.lock();
+        if state.closed[index].is_none() {
+            state.closed[index] = Some(Instant::now());
+        }
+        self.changed.notify_all();
+    }
+}
+
+/// The loopback server. Stops and joins its threads when dropped.
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts a server on 127.0.0.1 (a free port) that answers with `replies`, in order.
+    pub fn start(replies: Vec<Reply>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                replies: replies.into(),
+                ..State::default()
+            }),
+            changed: Condvar::new(),
+        });
+        let accept = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("loopback-accept-{}", addr.port()))
+                .spawn(move || accept_loop(listener, shared))
+                .expect("spawn the accept thread")
+        };
+        Server {
+            addr,
+            shared,
+            accept: Some(accept),
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// How many connections were accepted.
+    pub fn connection_count(&self) -> usize {
+        self.shared.lock().connections
+    }
+
+    /// Waits until at least `n` requests have arrived; panics after `timeout`.
+    pub fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        while state.requests.len() < n {
+            let now = Instant::now();
+            assert!(
+                now < deadline,
+                "only {} of {n} requests arrived within {timeout:?}",
+                state.requests.len()
+            );
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        state.requests.clone()
+    }
+
+    /// Waits until the client has closed the connection that carried request `index`;
+    /// returns when that was seen, or `None` if it was not seen within `timeout`.
+    ///
+    /// Only connections the server is holding (stalls, kept-alive connections after a
+    /// complete reply) are watched.
+    pub fn wait_client_closed(&self, index: usize, timeout: Duration) -> Option<Instant> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        loop {
+            if let Some(Some(at)) = state.closed.get(index) {
+                return Some(*at);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.changed.notify_all();
+        // Wake the blocking accept().
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    for (n, stream) in listener.incoming().enumerate() {
+        if shared.stopped() {
+            break;
+        }
+        let Ok(stream) = stream else { continue };
+        shared.lock().connections += 1;
+        let shared = shared.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("loopback-conn-{n}"))
+            .spawn(move || serve_connection(stream, &shared))
+            .expect("spawn a connection thread");
+        workers.push(worker);
+    }
+    for worker in workers {
+        let _ = worker.join();
+    }
+}
+
+/// What reading from the client gave.
+enum Incoming {
+    Request(RecordedRequest),
+    /// The client closed (or reset) the connection.
+    Closed,
+    /// The server is stopping.
+    Stop,
+}
+
+fn serve_connection(mut stream: TcpStream, shared: &Shared) {
+    let _ = stream.set_read_timeout(Some(POLL));
+    let _ = stream.set_nodelay(true);
+    let mut buffered: Vec<u8> = Vec::new();
+    let mut last_index: Option<usize> = None;
+    loop {
+        let request = match read_request(&mut stream, &mut buffered, shared) {
+            Incoming::Request(request) => request,
+            Incoming::Closed => {
+                if let Some(index) = last_index {
+                    shared.mark_closed(index);
+                }
+                return;
+            }
+            Incoming::Stop => return,
+        };
+        let (index, reply) = {
+            let mut state = shared.lock();
+            state.requests.push(request);
+            state.closed.push(None);
+            let reply = state.replies.pop_front();
+            shared.changed.notify_all();
+            (state.requests.len() - 1, reply)
+        };
+        last_index = Some(index);
+        let reply = reply.unwrap_or_else(|| {
+            Reply::json(
+                500,
+                r#"{"error":{"message":"the loopback script has no reply left"}}"#,
+            )
+        });
+        match write_reply(&mut stream, &reply, shared) {
+            Written::KeepAlive => {}
+            Written::Hold => {
+                hold(&mut stream, shared, index);
+                return;
+            }
+            Written::Closed => {
+                let _ = stream.shutdown(Shutdown::Both);
+                return;
+            }
+        }
+    }
+}
+
+/// Holds a connection open without writing until the client closes it or the server stops.
+fn hold(stream: &mut TcpStream, shared: &Shared, index: usize) {
+    let mut scratch = [0u8; 1024];
+    loop {
+        if shared.stopped() {
+            return;
+        }
+        match stream.read(&mut scratch) {
+            Ok(0) => {
+                shared.mark_closed(index);
+                return;
+            }
+            Ok(_) => {} // a pipelined request while stalled: ignored
+            Err(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::TimedOut) => {}
+            Err(e) if e.kind() == IoKind::Interrupted => {}
+            Err(_) => {
+                shared.mark_closed(index);
+                return;
+            }
+        }
+    }
+}
+
+fn read_request(stream: &mut TcpStream, buffered: &mut Vec<u8>, shared: &Shared) -> Incoming {
+    let mut scratch = [0u8; 8192];
+    let header_end = loop {
+        if let Some(end) = find(buffered, b"\r\n\r\n") {
+            break end;
+        }
+        match read_some(stream, &mut scratch, shared) {
+            Some(0) | None if shared.stopped() => return Incoming::Stop,
+            Some(0) | None => return Incoming::Closed,
+            Some(n) => buffered.extend_from_slice(&scratch[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buffered[..header_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next().unwrap_or_default().split(' ');
+    let method = request_line.next().unwrap_or_default().to_string();
+    let path = request_line.next().unwrap_or_default().to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    buffered.drain(..header_end + 4);
+    let get = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let body = if get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        match read_chunked(stream, buffered, shared) {
+            Some(body) => body,
+            None => return Incoming::Closed,
+        }
+    } else {
+        let length: usize = get("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        while buffered.len() < length {
+            match read_some(stream, &mut scratch, shared) {
+                Some(0) | None => return Incoming::Closed,
+                Some(n) => buffered.extend_from_slice(&scratch[..n]),
+            }
+        }
+        buffered.drain(..length).collect()
+    };
+    let json = serde_json::from_slice(&body).ok();
+    Incoming::Request(RecordedRequest {
+        method,
+        path,
+        headers,
+        body,
+        json,
+        at: Instant::now(),
+    })
+}
+
+fn read_chunked(
+    stream: &mut TcpStream,
+    buffered: &mut Vec<u8>,
+    shared: &Shared,
+) -> Option<Vec<u8>> {
+    let mut scratch = [0u8; 8192];
+    let mut body = Vec::new();
+    loop {
+        while find(buffered, b"\r\n").is_none() {
+            let n = read_some(stream, &mut scratch, shared).filter(|&n| n > 0)?;
+            buffered.extend_from_slice(&scratch[..n]);
+        }
+        let line_end = find(buffered, b"\r\n")?;
+        let size_text = String::from_utf8_lossy(&buffered[..line_end]).into_owned();
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        buffered.drain(..line_end + 2);
+        while buffered.len() < size + 2 {
+            let n = read_some(stream, &mut scratch, shared).filter(|&n| n > 0)?;
+            buffered.extend_from_slice(&scratch[..n]);
+        }
+        body.extend_from_slice(&buffered[..size]);
+        buffered.drain(..size + 2);
+        if size == 0 {
+            return Some(body);
+        }
+    }
+}
+
+/// One read that retries on timeouts until data, EOF (`Some(0)`), an error or a stop
+/// (`None`).
+fn read_some(stream: &mut TcpStream, buf: &mut [u8], shared: &Shared) -> Option<usize> {
+    loop {
+        match stream.read(buf) {
+            Ok(n) => return Some(n),
+            Err(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::TimedOut) => {
+                if shared.stopped() {
+                    return None;
+                }
+            }
+            Err(e) if e.kind() == IoKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+enum Written {
+    KeepAlive,
+    Hold,
+    Closed,
+}
+
+fn write_reply(stream: &mut TcpStream, reply: &Reply, shared: &Shared) -> Written {
+    match reply.ending {
+        Ending::HangUpAtOnce => return Written::Closed,
+        Ending::Silent => return Written::Hold,
+        _ => {}
+    }
+    let body = if reply.gzip {
+        gzip_stored(&reply.body)
+    } else {
+        reply.body.clone()
+    };
+    let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status));
+    for (name, value) in &reply.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if reply.gzip {
+        head.push_str("content-encoding: gzip\r\n");
+    }
+    if reply.chunked {
+        head.push_str("transfer-encoding: chunked\r\n\r\n");
+    } else {
+        head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    }
+    if stream.write_all(head.as_bytes()).is_err() {
+        return Written::Closed;
+    }
+    let limit = match reply.ending {
+        Ending::HangUpAfter(n) => n.min(body.len()),
+        _ => body.len(),
+    };
+    let body = &body[..limit];
+    if !reply.chunked {
+        return match stream.write_all(body).and_then(|_| stream.flush()) {
+            Ok(()) => Written::KeepAlive,
+            Err(_) => Written::Closed,
+        };
+    }
+    let size = reply.chunk_size.unwrap_or(body.len().max(1));
+    for (i, piece) in body.chunks(size).enumerate() {
+        if i > 0 && !reply.delay.is_zero() && shared.wait_stop(reply.delay) {
+            return Written::Closed;
+        }
+        let mut frame = format!("{:x}\r\n", piece.len()).into_bytes();
+        frame.extend_from_slice(piece);
+        frame.extend_from_slice(b"\r\n");
+        if stream
+            .write_all(&frame)
+            .and_then(|_| stream.flush())
+            .is_err()
+        {
+            return Written::Closed;
+        }
+    }
+    match reply.ending {
+        Ending::Stall => Written::Hold,
+        Ending::HangUpAfter(_) => Written::Closed,
+        _ => match stream.write_all(b"0\r\n\r\n").and_then(|_| stream.flush()) {
+            Ok(()) => Written::KeepAlive,
+            Err(_) => Written::Closed,
+        },
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        529 => "Overloaded",
+        _ => "Status",
+    }
+}
+
+/// A gzip member holding `data` in stored (uncompressed) deflate blocks: real gzip framing
+/// that any decoder accepts, without a compression library.
+fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    let mut blocks = data.chunks(0xffff).peekable();
+    if blocks.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(block) = blocks.next() {
+        out.push(u8::from(blocks.peek().is_none()));
+        let len = block.len() as u16;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    out.extend_from_slice(&crc32(data).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in data {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn crc32_matches_the_check_value() {
+    assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+}
