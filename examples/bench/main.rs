@@ -8,6 +8,7 @@ mod exec;
 mod grep;
 mod loop_;
 mod prompt;
+mod sse;
 mod tools;
 
 /// One row of the table.
@@ -30,6 +31,7 @@ fn ms(d: Duration) -> String {
 type Section = (&'static str, fn() -> Vec<Row>);
 
 const SECTIONS: &[Section] = &[
+    ("sse", sse::run),
     ("exec", exec::run),
     ("grep", grep::run),
     ("prompt", prompt::run),
