@@ -1,8 +1,9 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::ErrorKind;
 use crate::llm::openai::test_support::*;
-use crate::llm::{ImageData, ToolCall, ToolDefinition, ToolResult};
+use crate::llm::{FinishKind, FinishReason, ImageData, ToolCall, ToolDefinition, ToolResult};
 
 fn decoder() -> Box<dyn Decoder> {
     Box::new(ChatDecoder::new("openai-chat"))
