@@ -185,11 +185,12 @@ impl WireFormat for Anthropic {
     }
 
     fn decoder(&self, _request: &Request) -> Box<dyn Decoder> {
-        Box::new(AnthropicDecoder::new())
+        Box::new(AnthropicDecoder::new(Some(self.api_key.clone())))
     }
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {
-        http::error_from_status(ID, status, headers, body)
+        let body = http::redact_key(body, &self.api_key);
+        http::error_from_status(ID, status, headers, &body)
     }
 }
 
@@ -203,7 +204,7 @@ fn config_error(message: impl Into<String>) -> Error {
 /// An offline utility for tests, recorded transcripts and benchmarks: no I/O happens.
 pub fn decode_stream(body: &[u8]) -> Result<crate::llm::Response> {
     let mut parser = sse::Parser::new();
-    let mut decoder = AnthropicDecoder::new();
+    let mut decoder = AnthropicDecoder::new(None);
     let mut sse_events = Vec::new();
     let mut events = Vec::new();
     parser.feed(body, &mut sse_events);
@@ -776,13 +777,16 @@ enum BlockKind {
 struct AnthropicDecoder {
     builder: ResponseBuilder,
     blocks: HashMap<usize, (BlockKind, Option<Slot>)>,
+    /// The key, to redact from in-stream error events that would echo it.
+    api_key: Option<String>,
 }
 
 impl AnthropicDecoder {
-    fn new() -> AnthropicDecoder {
+    fn new(api_key: Option<String>) -> AnthropicDecoder {
         AnthropicDecoder {
             builder: ResponseBuilder::new(ID),
             blocks: HashMap::new(),
+            api_key,
         }
     }
 
@@ -983,7 +987,12 @@ impl Decoder for AnthropicDecoder {
             }
             "message_stop" => self.builder.finish(out),
             "ping" => {}
-            "error" => return Err(stream_error(wire.error, &event.data)),
+            "error" => {
+                let key = self.api_key.as_deref().unwrap_or_default();
+                let data = http::redact_key(&event.data, key);
+                let wire: WireEvent = serde_json::from_str(&data).unwrap_or(wire);
+                return Err(stream_error(wire.error, &data));
+            }
             other => {
                 let data = serde_json::from_str(&event.data).unwrap_or(Value::Null);
                 out.push(StreamEvent::ProviderEvent {

@@ -2,15 +2,17 @@
 //! speaks HTTP itself (providers do) and never retries once an event has been delivered.
 //!
 //! Retries (unified spec §6.6, agentloop decision 3): [`Client::stream_with_cancel`] opens
-//! the provider's stream and pulls its first event *before* returning. A retryable failure
-//! up to that point (429, 5xx/529, a network error, a hang-up before the first event) is
-//! retried with exponential backoff and ±50 % jitter, or after the provider's `retry-after`
-//! when it asked for one no longer than [`RetryPolicy::max_delay`] (a longer one fails at
-//! once, with [`Error::retry_after`] set). Backoff waits on the cancel token, so a cancel
-//! ends them at once with [`ErrorKind::Aborted`], which is never retried. Once the first
-//! event is in the caller's hands, a failure is an `Err` item and the stream ends.
+//! the provider's stream and pulls its first content event (the first after `StreamStart`)
+//! *before* returning, holding back what came before it. A retryable failure up to that
+//! point (429, 5xx/529, a network error, a hang-up or an `overloaded_error` event before
+//! any content) is retried with exponential backoff and ±50 % jitter, or after the
+//! provider's `retry-after` when it asked for one no longer than [`RetryPolicy::max_delay`]
+//! (a longer one fails at once, with [`Error::retry_after`] set). Backoff waits on the
+//! cancel token, so a cancel ends them at once with [`ErrorKind::Aborted`], which is never
+//! retried. Once the first event is in the caller's hands, a failure is an `Err` item and
+//! the stream ends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -278,9 +280,10 @@ impl Client {
     /// this call is still waiting for the provider to answer or backing off between
     /// attempts.
     ///
-    /// Returns once the first event has arrived. Until then, retryable failures are retried
-    /// per the [`RetryPolicy`] (see the module docs); after it, a failure is the stream's
-    /// last item, an `Err`. Cancelling gives [`ErrorKind::Aborted`].
+    /// Returns once the first content event has arrived (`StreamStart` is held back until
+    /// then). Until then, retryable failures are retried per the [`RetryPolicy`] (see the
+    /// module docs); after it, a failure is the stream's last item, an `Err`. Cancelling
+    /// gives [`ErrorKind::Aborted`].
     pub fn stream_with_cancel(
         &self,
         request: &Request,
@@ -293,9 +296,9 @@ impl Client {
                 return Err(aborted(provider.id()));
             }
             let err = match open_first(provider.as_ref(), request, cancel) {
-                Ok((first, rest)) => {
+                Ok((held, rest)) => {
                     return Ok(EventStream {
-                        first: Some(first),
+                        held,
                         inner: rest,
                         cancel: cancel.clone(),
                         done: false,
@@ -334,21 +337,38 @@ impl Client {
 
 type EventIter = Box<dyn Iterator<Item = Result<StreamEvent>> + Send>;
 
-/// Opens the provider's stream and pulls its first event.
+/// Opens the provider's stream and pulls events up to and including the first one that
+/// carries content (anything but `StreamStart` and pass-through provider events), so that
+/// an error a provider sends right after its stream header (Anthropic's `message_start`,
+/// then `overloaded_error`) is still retried: nothing has reached the caller yet.
 fn open_first(
     provider: &dyn Provider,
     request: &Request,
     cancel: &CancelToken,
-) -> Result<(StreamEvent, EventIter)> {
+) -> Result<(VecDeque<StreamEvent>, EventIter)> {
     let mut inner = provider.open(request, cancel)?;
-    match inner.next() {
-        Some(Ok(first)) => Ok((first, inner)),
-        Some(Err(err)) => Err(err),
-        None => Err(Error::new(
-            ErrorKind::Stream,
-            "the provider closed the stream before sending any event",
-        )
-        .with_provider(provider.id())),
+    let mut held = VecDeque::new();
+    loop {
+        match inner.next() {
+            Some(Ok(event)) => {
+                let preamble = matches!(
+                    event,
+                    StreamEvent::StreamStart { .. } | StreamEvent::ProviderEvent { .. }
+                );
+                held.push_back(event);
+                if !preamble {
+                    return Ok((held, inner));
+                }
+            }
+            Some(Err(err)) => return Err(err),
+            None => {
+                return Err(Error::new(
+                    ErrorKind::Stream,
+                    "the provider closed the stream before sending any content",
+                )
+                .with_provider(provider.id()));
+            }
+        }
     }
 }
 
@@ -361,7 +381,7 @@ fn aborted(provider: &str) -> Error {
 /// Yields `StreamStart` first and `Finish` last on success; a failure is the last item,
 /// an `Err`, and nothing follows it.
 pub struct EventStream {
-    first: Option<StreamEvent>,
+    held: VecDeque<StreamEvent>,
     inner: EventIter,
     cancel: CancelToken,
     done: bool,
@@ -380,7 +400,7 @@ impl EventStream {
     /// Wraps an event iterator and the token that cancels it.
     pub fn new(inner: EventIter, cancel: CancelToken) -> EventStream {
         EventStream {
-            first: None,
+            held: VecDeque::new(),
             inner,
             cancel,
             done: false,
@@ -409,8 +429,8 @@ impl EventStream {
 impl Iterator for EventStream {
     type Item = Result<StreamEvent>;
     fn next(&mut self) -> Option<Result<StreamEvent>> {
-        if let Some(first) = self.first.take() {
-            return Some(Ok(first));
+        if let Some(event) = self.held.pop_front() {
+            return Some(Ok(event));
         }
         if self.done {
             return None;

@@ -206,6 +206,7 @@ pub(crate) fn open(
         buffer: vec![0; READ_BUFFER],
         cancel: cancel.clone(),
         _guard: guard,
+        failed: None,
         done: false,
     }))
 }
@@ -223,11 +224,14 @@ struct HttpEventStream {
     cancel: CancelToken,
     /// Shuts the agent down on cancel for as long as the stream lives.
     _guard: CancelGuard,
+    /// The error that ended the stream, delivered after the pending events.
+    failed: Option<Error>,
     done: bool,
 }
 
 impl HttpEventStream {
-    /// Reads until at least one event is pending or the stream is over.
+    /// Reads until at least one event is pending or the stream is over. Events decoded
+    /// before a failure are kept pending, so the caller receives them before the error.
     fn fill(&mut self) -> Result<()> {
         while self.pending.is_empty() && !self.done {
             if self.cancel.is_cancelled() {
@@ -255,13 +259,18 @@ impl HttpEventStream {
             } else {
                 self.parser.feed(&self.buffer[..n], &mut self.sse_events);
             }
+            let mut result = Ok(());
             for event in self.sse_events.drain(..) {
-                self.decoder.event(event, &mut self.events)?;
+                result = self.decoder.event(event, &mut self.events);
+                if result.is_err() {
+                    break;
+                }
             }
-            if self.done {
-                self.decoder.end(&mut self.events)?;
+            if result.is_ok() && self.done {
+                result = self.decoder.end(&mut self.events);
             }
             self.pending.extend(self.events.drain(..));
+            result?;
         }
         Ok(())
     }
@@ -271,20 +280,23 @@ impl Iterator for HttpEventStream {
     type Item = Result<StreamEvent>;
 
     fn next(&mut self) -> Option<Result<StreamEvent>> {
-        if let Some(event) = self.pending.pop_front() {
-            return Some(Ok(event));
-        }
-        if self.done {
-            return None;
-        }
-        match self.fill() {
-            Ok(()) => self.pending.pop_front().map(Ok),
-            Err(err) => {
-                // An error ends the stream: drop the connection and report nothing more.
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(Ok(event));
+            }
+            if let Some(err) = self.failed.take() {
+                return Some(Err(err));
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(err) = self.fill() {
+                // An error ends the stream: drop the connection, deliver what was decoded
+                // before it, then the error, then nothing.
                 self.done = true;
                 self.reader = None;
-                self.pending.clear();
-                Some(Err(err))
+                self.sse_events.clear();
+                self.failed = Some(err);
             }
         }
     }
@@ -561,6 +573,17 @@ pub(crate) fn error_body_fields(body: &str) -> (Option<String>, Option<String>) 
         })
         .or_else(|| value.get("code").and_then(text));
     (message, code)
+}
+
+/// `text` with every occurrence of `key` replaced by `[REDACTED]`, for error bodies from
+/// servers that echo the key back (keys shorter than 8 characters are not searched for:
+/// they would match ordinary words).
+pub(crate) fn redact_key<'a>(text: &'a str, key: &str) -> std::borrow::Cow<'a, str> {
+    if key.len() >= 8 && text.contains(key) {
+        std::borrow::Cow::Owned(text.replace(key, "[REDACTED]"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
 
 /// The error for a non-2xx response, for wire formats whose error body is the common

@@ -26,8 +26,8 @@ pub struct Event {
     pub retry: Option<u64>,
 }
 
-/// The parser state between chunks.
-#[derive(Debug, Default)]
+/// The parser state between chunks. Cloning it forks a stream in progress.
+#[derive(Debug, Clone, Default)]
 pub struct Parser {
     /// An incomplete line carried over from the previous chunk.
     line: Vec<u8>,

@@ -1,4 +1,6 @@
 //! The integration tests: one binary, one module per feature.
 
 mod anthropic;
+mod client;
+mod sse;
 mod support;

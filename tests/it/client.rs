@@ -1,0 +1,501 @@
+//! `Client` over real HTTP: retries, cancellation, timeouts, secrets, the loopback server.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use agentloop::llm::anthropic::Anthropic;
+use agentloop::llm::{Client, Message, Request, RetryPolicy, StreamEvent};
+use agentloop::{CancelToken, ErrorKind};
+
+use crate::support::{self, GENEROUS, Reply, Server, conformance};
+
+fn request() -> Request {
+    Request::new("claude-test", vec![Message::user("hello")])
+}
+
+fn text_basic() -> Vec<u8> {
+    std::fs::read(conformance::dir().join("anthropic/text_basic.sse")).unwrap()
+}
+
+/// The byte offset just after the `n`-th SSE event (1-based) of an LF-framed stream.
+fn after_events(bytes: &[u8], n: usize) -> usize {
+    let mut found = 0;
+    for (i, pair) in bytes.windows(2).enumerate() {
+        if pair == b"\n\n" {
+            found += 1;
+            if found == n {
+                return i + 2;
+            }
+        }
+    }
+    panic!("the stream has fewer than {n} events");
+}
+
+fn overloaded_body() -> &'static str {
+    r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+}
+
+// ---- retries (Done-when 4) -------------------------------------------------------------
+
+#[test]
+fn rate_limit_with_retry_after_one_second_is_retried_once_after_at_least_that_long() {
+    let server = Server::start(vec![
+        Reply::json(
+            429,
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+        )
+        .header("retry-after", "1"),
+        Reply::sse(text_basic()),
+    ]);
+    let response = support::anthropic_client(&server)
+        .complete(&request())
+        .unwrap();
+    assert_eq!(response.text(), "4200 + 42 = 4242");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "one retry");
+    let waited = requests[1].at - requests[0].at;
+    assert!(waited >= Duration::from_secs(1), "retried after {waited:?}");
+}
+
+#[test]
+fn overloaded_529_and_unavailable_503_are_retried_with_growing_backoff() {
+    let server = Server::start(vec![
+        Reply::json(529, overloaded_body()),
+        Reply::json(503, r#"{"error":{"message":"unavailable"}}"#),
+        Reply::sse(text_basic()),
+    ]);
+    let policy = RetryPolicy::default()
+        .with_base_delay(Duration::from_millis(100))
+        .with_backoff_multiplier(3.0)
+        .with_jitter(false);
+    let client = support::anthropic_client(&server).with_retry_policy(policy);
+    assert_eq!(
+        client.complete(&request()).unwrap().text(),
+        "4200 + 42 = 4242"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let first_wait = requests[1].at - requests[0].at;
+    let second_wait = requests[2].at - requests[1].at;
+    assert!(first_wait >= Duration::from_millis(100), "{first_wait:?}");
+    assert!(second_wait >= Duration::from_millis(300), "{second_wait:?}");
+}
+
+#[test]
+fn retries_stop_when_the_budget_is_spent() {
+    let server = Server::start(vec![
+        Reply::json(503, "{}"),
+        Reply::json(503, "{}"),
+        Reply::json(503, "{}"),
+        Reply::sse(text_basic()),
+    ]);
+    let err = support::anthropic_client(&server)
+        .complete(&request())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Server);
+    assert_eq!(err.status(), Some(503));
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "the first attempt and two retries"
+    );
+}
+
+#[test]
+fn unauthorized_and_bad_request_are_not_retried() {
+    for (status, body, kind) in [
+        (
+            401,
+            r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+            ErrorKind::Authentication,
+        ),
+        (
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages: field required"}}"#,
+            ErrorKind::InvalidRequest,
+        ),
+    ] {
+        let server = Server::start(vec![Reply::json(status, body), Reply::sse(text_basic())]);
+        let err = support::anthropic_client(&server)
+            .complete(&request())
+            .unwrap_err();
+        assert_eq!(err.kind(), kind, "{status}");
+        assert!(!err.is_retryable());
+        assert_eq!(server.requests().len(), 1, "{status} was retried");
+    }
+}
+
+#[test]
+fn prompt_too_long_is_a_context_length_error() {
+    let server = Server::start(vec![Reply::json(
+        400,
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 215000 tokens > 200000 maximum"}}"#,
+    )]);
+    let err = support::anthropic_client(&server)
+        .complete(&request())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ContextLength);
+    assert_eq!(err.code(), Some("invalid_request_error"));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn retry_after_longer_than_max_delay_fails_at_once_with_the_delay() {
+    let server = Server::start(vec![
+        Reply::json(
+            429,
+            r#"{"error":{"type":"rate_limit_error","message":"later"}}"#,
+        )
+        .header("retry-after", "120"),
+        Reply::sse(text_basic()),
+    ]);
+    let started = Instant::now();
+    let err = support::anthropic_client(&server)
+        .complete(&request())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RateLimited);
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(120)));
+    assert_eq!(server.requests().len(), 1);
+    assert!(started.elapsed() < GENEROUS);
+}
+
+#[test]
+fn hang_up_after_two_delivered_events_ends_the_stream_with_a_stream_error_and_no_retry() {
+    let body = text_basic();
+    let cut = after_events(&body, 2);
+    let server = Server::start(vec![
+        Reply::sse(body.clone()).hang_up_after(cut),
+        Reply::sse(body),
+    ]);
+    let stream = support::anthropic_client(&server)
+        .stream(&request())
+        .unwrap();
+    let items: Vec<_> = stream.collect();
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert!(matches!(items[0], Ok(StreamEvent::StreamStart { .. })));
+    assert!(matches!(items[1], Ok(StreamEvent::TextStart { .. })));
+    let err = items[2].as_ref().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Stream, "{err:?}");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no retry after events were delivered"
+    );
+}
+
+#[test]
+fn hang_up_before_any_byte_is_retried() {
+    let server = Server::start(vec![Reply::hang_up(), Reply::sse(text_basic())]);
+    let response = support::anthropic_client(&server)
+        .complete(&request())
+        .unwrap();
+    assert_eq!(response.text(), "4200 + 42 = 4242");
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn hang_up_inside_the_first_event_is_retried() {
+    let body = text_basic();
+    let server = Server::start(vec![
+        Reply::sse(body.clone()).hang_up_after(40),
+        Reply::sse(body),
+    ]);
+    let response = support::anthropic_client(&server)
+        .complete(&request())
+        .unwrap();
+    assert_eq!(response.text(), "4200 + 42 = 4242");
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn an_overloaded_error_event_before_any_output_is_retried() {
+    let error_event = format!("event: error\ndata: {}\n\n", overloaded_body());
+    let server = Server::start(vec![Reply::sse(error_event), Reply::sse(text_basic())]);
+    let response = support::anthropic_client(&server)
+        .complete(&request())
+        .unwrap();
+    assert_eq!(response.text(), "4200 + 42 = 4242");
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn max_retries_zero_disables_retries() {
+    let server = Server::start(vec![Reply::json(503, "{}"), Reply::sse(text_basic())]);
+    let client = support::anthropic_client(&server).with_retry_policy(RetryPolicy::none());
+    assert_eq!(
+        client.complete(&request()).unwrap_err().kind(),
+        ErrorKind::Server
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+// ---- cancellation (Done-when 3) --------------------------------------------------------
+
+/// Runs `work` on a named thread and returns a receiver for (its result, when it ended).
+fn spawn_timed<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> (mpsc::Receiver<(T, Instant)>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::Builder::new()
+        .name("test-stream-consumer".into())
+        .spawn(move || {
+            let result = work();
+            let _ = tx.send((result, Instant::now()));
+        })
+        .unwrap();
+    (rx, handle)
+}
+
+#[test]
+fn cancel_ends_a_request_waiting_for_headers_within_50ms_and_closes_the_connection() {
+    let server = Server::start(vec![Reply::stall()]);
+    let client = support::anthropic_client(&server);
+    let cancel = CancelToken::new();
+    let (done, worker) = {
+        let cancel = cancel.clone();
+        spawn_timed(move || client.stream_with_cancel(&request(), &cancel).map(|_| ()))
+    };
+    server.wait_for_requests(1, GENEROUS);
+    let cancelled_at = Instant::now();
+    cancel.cancel();
+    let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the request ended");
+    worker.join().unwrap();
+    let took = ended_at - cancelled_at;
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::Aborted);
+    assert!(took < Duration::from_millis(50), "cancel took {took:?}");
+    assert!(
+        server.wait_client_closed(0, GENEROUS).is_some(),
+        "the server did not see the connection closed"
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "an aborted request is not retried"
+    );
+}
+
+#[test]
+fn cancel_ends_a_stream_blocked_mid_body_within_50ms_and_closes_the_connection() {
+    let body = text_basic();
+    let server = Server::start(vec![
+        Reply::sse(body[..after_events(&body, 3)].to_vec()).then_stall(),
+    ]);
+    let client = support::anthropic_client(&server);
+    let cancel = CancelToken::new();
+    let (seen_tx, seen_rx) = mpsc::channel();
+    let (done, worker) = {
+        let cancel = cancel.clone();
+        spawn_timed(move || {
+            let stream = client.stream_with_cancel(&request(), &cancel)?;
+            let mut last = None;
+            for item in stream {
+                match item {
+                    Ok(event) => {
+                        let _ = seen_tx.send(event);
+                    }
+                    Err(err) => last = Some(err),
+                }
+            }
+            Err::<(), _>(last.expect("the stream ended with an error"))
+        })
+    };
+    // StreamStart, TextStart, TextDelta: the stream is now blocked on a silent server.
+    for _ in 0..3 {
+        seen_rx
+            .recv_timeout(GENEROUS)
+            .expect("an event before the stall");
+    }
+    let cancelled_at = Instant::now();
+    cancel.cancel();
+    let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the stream ended");
+    worker.join().unwrap();
+    let took = ended_at - cancelled_at;
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::Aborted);
+    assert!(took < Duration::from_millis(50), "cancel took {took:?}");
+    assert!(server.wait_client_closed(0, GENEROUS).is_some());
+}
+
+#[test]
+fn cancel_during_backoff_aborts_without_waiting_it_out() {
+    let server = Server::start(vec![Reply::json(503, "{}"), Reply::sse(text_basic())]);
+    let client = support::anthropic_client(&server)
+        .with_retry_policy(RetryPolicy::default().with_base_delay(Duration::from_secs(60)));
+    let cancel = CancelToken::new();
+    let (done, worker) = {
+        let cancel = cancel.clone();
+        spawn_timed(move || client.stream_with_cancel(&request(), &cancel).map(|_| ()))
+    };
+    server.wait_for_requests(1, GENEROUS);
+    cancel.cancel();
+    let (result, _) = done
+        .recv_timeout(GENEROUS)
+        .expect("the backoff was interrupted");
+    worker.join().unwrap();
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::Aborted);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn a_cancelled_token_fails_at_once_without_a_request() {
+    let server = Server::start(vec![Reply::sse(text_basic())]);
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let err = support::anthropic_client(&server)
+        .stream_with_cancel(&request(), &cancel)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Aborted);
+    assert_eq!(server.requests().len(), 0);
+}
+
+// ---- timeouts (Done-when 5) ------------------------------------------------------------
+
+#[test]
+fn a_stream_silent_longer_than_the_stall_timeout_ends_with_a_timeout_error() {
+    let body = text_basic();
+    let server = Server::start(vec![
+        Reply::sse(body[..after_events(&body, 3)].to_vec()).then_stall(),
+    ]);
+    let stall = Duration::from_millis(300);
+    let provider = support::anthropic(&server)
+        .with_http_options(support::http_options().with_stall_timeout(stall));
+    let stream = support::client_for(provider).stream(&request()).unwrap();
+    let started = Instant::now();
+    let items: Vec<_> = stream.collect();
+    let elapsed = started.elapsed();
+    let err = items.last().unwrap().as_ref().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err:?}");
+    assert!(err.message().contains("stalled"), "{err}");
+    assert_eq!(items.iter().filter(|i| i.is_ok()).count(), 3);
+    assert!(elapsed >= stall - Duration::from_millis(50), "{elapsed:?}");
+    assert!(elapsed < GENEROUS);
+    assert_eq!(server.requests().len(), 1, "timeouts are not retried");
+}
+
+#[test]
+fn a_server_silent_before_its_headers_times_out_with_a_first_byte_error() {
+    let server = Server::start(vec![Reply::stall()]);
+    let provider = support::anthropic(&server).with_http_options(
+        support::http_options().with_first_byte_timeout(Duration::from_millis(300)),
+    );
+    let err = support::client_for(provider)
+        .complete(&request())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err:?}");
+    assert!(err.message().contains("first-byte"), "{err}");
+}
+
+#[test]
+fn a_closed_port_is_a_network_error() {
+    let server = Server::start(vec![]);
+    let url = server.url();
+    drop(server);
+    let provider = Anthropic::new(support::FAKE_KEY)
+        .with_base_url(url)
+        .with_http_options(support::http_options());
+    let client = Client::new()
+        .with_provider(provider)
+        .with_retry_policy(RetryPolicy::none());
+    let err = client.complete(&request()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Network, "{err:?}");
+}
+
+// ---- secrets (Done-when 8) -------------------------------------------------------------
+
+#[test]
+fn no_api_key_appears_in_any_debug_display_or_error_text() {
+    // One key shaped like a real one, one that no secret pattern would recognise.
+    for key in [support::FAKE_KEY, "plainFAKEKEYwithoutAnyKnownShape42"] {
+        let echo = format!(
+            r#"{{"type":"error","error":{{"type":"authentication_error","message":"invalid x-api-key {key}"}}}}"#
+        );
+        let in_stream = format!(
+            "event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"permission_error\",\"message\":\"key {key} may not\"}}}}\n\n"
+        );
+        let server = Server::start(vec![Reply::json(401, echo), Reply::sse(in_stream)]);
+        let provider = Anthropic::new(key)
+            .with_base_url(server.url())
+            .with_http_options(support::http_options());
+        let client = Client::new()
+            .with_provider(provider.clone())
+            .with_retry_policy(RetryPolicy::none());
+        let mut shown = vec![format!("{provider:?}"), format!("{client:?}")];
+        for _ in 0..2 {
+            let err = client.complete(&request()).unwrap_err();
+            shown.push(format!("{err}"));
+            shown.push(format!("{err:?}"));
+            shown.push(err.body_excerpt().unwrap_or_default().to_string());
+        }
+        let bad_header = Anthropic::new(format!("{key}\n"))
+            .with_base_url(server.url())
+            .with_http_options(support::http_options());
+        let err = support::client_for(bad_header)
+            .complete(&request())
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Configuration);
+        shown.push(format!("{err} {err:?}"));
+
+        let recorded = server.requests();
+        assert_eq!(
+            recorded[0].header("x-api-key"),
+            Some(key),
+            "the key was really sent"
+        );
+        for text in &shown {
+            assert!(!text.contains(key), "the key leaked: {text}");
+        }
+    }
+}
+
+// ---- the loopback server itself ---------------------------------------------------------
+
+#[test]
+fn the_loopback_server_joins_its_threads_when_dropped_while_holding_connections() {
+    use std::io::Write;
+    let server = Server::start(vec![Reply::stall(), Reply::stall()]);
+    let addr = server.url().trim_start_matches("http://").to_string();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        stream
+            .write_all(b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+            .unwrap();
+        held.push(stream);
+    }
+    let requests = server.wait_for_requests(2, GENEROUS);
+    assert_eq!(requests[0].json(), &serde_json::json!({}));
+    let (tx, rx) = mpsc::channel();
+    let dropper = std::thread::Builder::new()
+        .name("test-server-dropper".into())
+        .spawn(move || {
+            drop(server);
+            let _ = tx.send(());
+        })
+        .unwrap();
+    rx.recv_timeout(GENEROUS)
+        .expect("dropping the server joined its threads");
+    dropper.join().unwrap();
+    drop(held);
+}
+
+#[test]
+fn an_overloaded_error_right_after_message_start_is_retried() {
+    let body = text_basic();
+    let mut first = body[..after_events(&body, 1)].to_vec();
+    first.extend_from_slice(format!("event: error\ndata: {}\n\n", overloaded_body()).as_bytes());
+    let server = Server::start(vec![Reply::sse(first), Reply::sse(body)]);
+    let events: Vec<StreamEvent> = support::anthropic_client(&server)
+        .stream(&request())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let starts = events
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::StreamStart { .. }))
+        .count();
+    assert_eq!(
+        starts, 1,
+        "the failed attempt's StreamStart was not delivered"
+    );
+    assert!(matches!(events.last(), Some(StreamEvent::Finish { .. })));
+    assert_eq!(server.requests().len(), 2);
+}
