@@ -2,5 +2,9 @@
 
 mod anthropic;
 mod client;
+mod gemini;
+mod openai;
+mod openai_chat;
 mod sse;
 mod support;
+mod wire;
