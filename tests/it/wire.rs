@@ -573,3 +573,69 @@ fn keys_never_appear_in_errors_or_debug_output_for_every_format() {
         assert!(header.contains(key), "{}", format.name);
     }
 }
+
+#[test]
+fn from_vars_registers_every_configured_wire_format_pointed_at_its_base_url() {
+    let openai = Server::start(vec![Reply::sse_file(capture(
+        "openai-responses/text_basic.sse",
+    ))]);
+    let gemini = Server::start(vec![Reply::sse_file(capture("gemini/text_basic.sse"))]);
+    let local = Server::start(vec![Reply::sse_file(capture(
+        "openai-chat/text_with_usage.sse",
+    ))]);
+    let vars = [
+        ("OPENAI_API_KEY", OPENAI_KEY.to_string()),
+        ("OPENAI_BASE_URL", format!("{}/v1", openai.url())),
+        ("GOOGLE_API_KEY", GEMINI_KEY.to_string()),
+        ("GOOGLE_GEMINI_BASE_URL", gemini.url()),
+        ("OPENAI_COMPATIBLE_BASE_URL", format!("{}/v1", local.url())),
+        ("OPENAI_COMPATIBLE_ID", "ollama".to_string()),
+    ];
+    let client = Client::from_vars(|name| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap()
+    .with_retry_policy(RetryPolicy::none());
+    assert_eq!(client.provider_ids(), ["gemini", "ollama", "openai"]);
+    let shown = format!("{client:?}");
+    assert!(
+        !shown.contains(OPENAI_KEY) && !shown.contains(GEMINI_KEY),
+        "{shown}"
+    );
+    // The default is the first found: OpenAI (no Anthropic key here).
+    assert_eq!(client.complete(&request()).unwrap().provider, "openai");
+    for (id, server, path) in [
+        (
+            "gemini",
+            &gemini,
+            "/v1beta/models/test-model:streamGenerateContent?alt=sse",
+        ),
+        ("ollama", &local, "/v1/chat/completions"),
+    ] {
+        let mut routed = request();
+        routed.provider = Some(id.to_string());
+        assert_eq!(client.complete(&routed).unwrap().provider, id);
+        assert_eq!(server.requests()[0].path, path);
+    }
+    assert_eq!(openai.requests()[0].path, "/v1/responses");
+    assert_eq!(
+        local.requests()[0].header("authorization"),
+        None,
+        "no key was configured"
+    );
+}
+
+#[test]
+fn from_vars_without_any_provider_is_a_configuration_error_naming_the_variables() {
+    let err = Client::from_vars(|_| None).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    for name in [
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "OPENAI_COMPATIBLE_BASE_URL",
+    ] {
+        assert!(err.message().contains(name), "{}", err.message());
+    }
+}
