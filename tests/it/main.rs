@@ -5,6 +5,7 @@ mod client;
 mod gemini;
 mod openai;
 mod openai_chat;
+mod requests;
 mod sse;
 mod support;
 mod wire;

@@ -11,8 +11,8 @@
 //! | text, images | `text`; `inlineData` (bytes or a `data:` URL) or `fileData` (other URLs) |
 //! | [`ToolCall`](crate::llm::ToolCall) | `functionCall {name, args}` (ids are ours, so they are not sent) |
 //! | [`ToolResult`](crate::llm::ToolResult) | `functionResponse {name, response: {result}}`, or `{error}` when `is_error`; the name is the result's own or that of the call with its id earlier in the conversation; an image follows as `inlineData` |
-//! | thought signatures | sent back as `thoughtSignature` on the same part they came on: a text part (also an empty one), a function call, or a thought |
-//! | thinking without a signature | not sent (Gemini does not need thought summaries back) |
+//! | thought signatures | sent back as `thoughtSignature` on the same part they came on: a text part (also an empty one) or a function call |
+//! | thinking | not sent: Gemini needs no thought summaries back, and a thinking part's signature may be another provider's |
 //! | [`ToolDefinition`](crate::llm::ToolDefinition) | `functionDeclarations`, with the JSON Schema reduced to the subset Gemini accepts (see below) |
 //! | tool choice | `toolConfig.functionCallingConfig.mode` `AUTO` / `NONE` / `ANY` (+ `allowedFunctionNames` for a named tool) |
 //! | `reasoning_effort` | `thinkingConfig` with `includeThoughts: true`: Gemini 2.x models take a `thinkingBudget` (minimal 512, low 1024, medium 8192, high 24576 tokens, or a number given as the effort); later models take a `thinkingLevel` (the effort as given, except that `-pro` models, which know only low and high, get `low` for minimal and `high` for medium) |
@@ -33,7 +33,7 @@
 //! Text parts become text, `thought: true` parts reasoning, `functionCall` parts whole tool
 //! calls with a fresh id (`call_…`, unique in the process). A part that carries a
 //! `thoughtSignature` becomes a content part of its own with the signature on it, so that
-//! it goes back exactly where it came from. `STOP` with function calls finishes as
+//! a signed text or function-call part goes back exactly as it came. `STOP` with function calls finishes as
 //! `tool_calls`; `MAX_TOKENS` as `length`; `SAFETY`, `RECITATION` and the other block
 //! reasons as `content_filter`, as does a prompt blocked before any candidate. A stream that
 //! ends without a `finishReason` is a [`Stream`](ErrorKind::Stream) error. An `{"error": …}`

@@ -258,16 +258,10 @@ fn parts_of<'a>(
                     parts.push(image_part(image));
                 }
             }
-            ContentPart::Thinking(thinking) => {
-                if let (Some(signature), false) = (&thinking.signature, thinking.redacted) {
-                    parts.push(Part {
-                        text: Some(&thinking.text),
-                        thought: true,
-                        thought_signature: Some(signature),
-                        ..Part::default()
-                    });
-                }
-            }
+            // Thought summaries are not needed back, and a signature on a thinking part may
+            // be another provider's (Anthropic, OpenAI): Gemini's own signatures ride on
+            // text and function-call parts, which keep them.
+            ContentPart::Thinking(_) => {}
         }
     }
     Ok(parts)
