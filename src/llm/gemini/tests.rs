@@ -493,3 +493,24 @@ fn images_become_inline_or_file_data() {
         ])
     );
 }
+
+#[test]
+fn a_non_utf8_byte_inside_text_becomes_a_replacement_character() {
+    let body = b"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\xfeb\"}]},\"finishReason\":\"STOP\"}]}\r\n\r\n";
+    assert_eq!(
+        decode_whole(decoder(), body).result.unwrap().text(),
+        "a\u{fffd}b"
+    );
+}
+
+#[test]
+fn parts_of_unknown_kinds_are_skipped() {
+    let response = run(concat!(
+        "data: {\"candidates\":[{\"content\":{\"parts\":[{\"executableCode\":{\"language\":\"PYTHON\",\"code\":\"1+1\"}},",
+        "{\"text\":\"2\"}]},\"finishReason\":\"STOP\"}]}\r\n\r\n",
+    ))
+    .result
+    .unwrap();
+    assert_eq!(response.text(), "2");
+    assert_eq!(response.message.content.len(), 1);
+}

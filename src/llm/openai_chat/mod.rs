@@ -32,6 +32,7 @@
 //! [`Stream`](crate::ErrorKind::Stream) error (a truncated answer must not look complete). An
 //! `event: error` frame or a chunk with an `error` object is an error.
 
+mod lenient;
 mod stream;
 
 pub(crate) use stream::ChatDecoder;

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::lenient;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::accumulate::{ResponseBuilder, Slot};
 use crate::llm::http::Decoder;
@@ -39,13 +40,13 @@ struct Choice<'a> {
 
 #[derive(Deserialize)]
 struct Delta<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient::text")]
     content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient::text")]
     reasoning_content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient::text")]
     reasoning: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient::text")]
     refusal: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     tool_calls: Option<Vec<DeltaCall<'a>>>,
@@ -55,7 +56,7 @@ struct Delta<'a> {
 struct DeltaCall<'a> {
     #[serde(default)]
     index: Option<u64>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient::text")]
     id: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     function: Option<DeltaFunction<'a>>,
@@ -63,38 +64,38 @@ struct DeltaCall<'a> {
 
 #[derive(Deserialize)]
 struct DeltaFunction<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient::text")]
     name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient::json_text")]
     arguments: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct ChatUsage {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::count")]
+    prompt_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient::count")]
+    completion_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "lenient::count")]
     total_tokens: Option<u64>,
     #[serde(default)]
     prompt_tokens_details: Option<PromptDetails>,
     #[serde(default)]
     completion_tokens_details: Option<CompletionDetails>,
     /// DeepSeek's name for cached prompt tokens.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::count")]
     prompt_cache_hit_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct PromptDetails {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::count")]
     cached_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct CompletionDetails {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::count")]
     reasoning_tokens: Option<u64>,
 }
 
@@ -147,9 +148,15 @@ impl ChatDecoder {
             Some(f) => (f.name, f.arguments),
             None => (None, None),
         };
-        let found = match (entry.index, entry.id.as_deref()) {
-            (Some(index), _) => self.calls.iter().position(|c| c.index == Some(index)),
-            (None, Some(id)) => self.calls.iter().position(|c| c.id == id),
+        let new_id = entry.id.as_deref().filter(|id| !id.is_empty());
+        let found = match (entry.index, new_id) {
+            // Some servers give every call index 0: a new id at a known index is a new call.
+            (Some(index), Some(id)) => self
+                .calls
+                .iter()
+                .rposition(|c| c.index == Some(index) && c.id == id),
+            (Some(index), None) => self.calls.iter().rposition(|c| c.index == Some(index)),
+            (None, Some(id)) => self.calls.iter().rposition(|c| c.id == id),
             (None, None) => self.calls.len().checked_sub(1),
         };
         let slot = match found {
@@ -242,11 +249,11 @@ impl Decoder for ChatDecoder {
             .start(chunk.id.as_deref(), chunk.model.as_deref(), out);
         if let Some(usage) = chunk.usage {
             let target = self.builder.usage_mut();
-            target.input_tokens = usage.prompt_tokens;
-            target.output_tokens = usage.completion_tokens;
-            target.total_tokens = usage
-                .total_tokens
-                .unwrap_or(usage.prompt_tokens + usage.completion_tokens);
+            let input = usage.prompt_tokens.unwrap_or(0);
+            let output = usage.completion_tokens.unwrap_or(0);
+            target.input_tokens = input;
+            target.output_tokens = output;
+            target.total_tokens = usage.total_tokens.unwrap_or(input + output);
             target.reasoning_tokens = usage
                 .completion_tokens_details
                 .and_then(|d| d.reasoning_tokens);

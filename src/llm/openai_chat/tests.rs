@@ -355,3 +355,44 @@ fn debug_never_shows_the_key() {
     let shown = format!("{:?}", OpenAiChat::new("https://x/v1").with_api_key(key));
     assert!(!shown.contains(key), "{shown}");
 }
+
+#[test]
+fn a_server_that_reuses_index_zero_for_each_call_gets_separate_calls() {
+    let response = run(concat!(
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"n\\\":1}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"b\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"n\\\":2}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    ))
+    .result
+    .unwrap();
+    let calls = response.tool_calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].arguments, json!({"n": 2}));
+}
+
+#[test]
+fn odd_field_shapes_from_compatible_servers_do_not_break_the_stream() {
+    let response = run(concat!(
+        // content as a list, a null count, arguments as an object
+        "data: {\"choices\":[{\"delta\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"ok\",\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":{\"a\":1}}}]},\"finish_reason\":\"tool_calls\"}],",
+        "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":null,\"total_tokens\":null}}\n\n",
+    ))
+    .result
+    .unwrap();
+    assert_eq!(response.text(), "ok");
+    assert_eq!(response.tool_calls()[0].arguments, json!({"a": 1}));
+    assert_eq!(response.usage.input_tokens, 3);
+    assert_eq!(response.usage.total_tokens, 3);
+}
+
+#[test]
+fn an_unknown_event_name_on_a_chat_chunk_is_decoded_as_a_chunk() {
+    let response = run(concat!(
+        "event: message\ndata: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n",
+        "event: something-new\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    ))
+    .result
+    .unwrap();
+    assert_eq!(response.text(), "hi");
+}
