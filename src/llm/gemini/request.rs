@@ -1,6 +1,6 @@
 //! Gemini request bodies: `systemInstruction`, `contents`, `tools`, `toolConfig` and
 //! `generationConfig`, and the JSON Schema subset for function declarations.
-//! Deterministic: the same request always gives the same bytes.
+//! Pure and deterministic: no I/O, and the same request always gives the same bytes.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -1,5 +1,6 @@
 //! Decoding a Gemini `streamGenerateContent?alt=sse` stream into [`StreamEvent`]s and the
-//! accumulated response.
+//! accumulated response. Sans-IO: it sees parsed SSE events only, never bytes or sockets,
+//! and never panics on malformed input (that is a typed error).
 
 use std::borrow::Cow;
 use std::hash::{BuildHasher, Hasher};

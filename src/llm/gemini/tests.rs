@@ -1,3 +1,6 @@
+//! Unit tests of the Gemini format: every capture, signatures, errors, request bodies and
+//! the schema subset.
+
 use serde_json::{Value, json};
 
 use super::request::gemini_schema;

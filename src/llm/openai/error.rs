@@ -1,4 +1,5 @@
-//! Error classification for OpenAI-style error bodies (`{"error": {message, type, code}}`),
+//! Error classification for OpenAI-style error bodies (`{"error": {message, type, code}}`);
+//! it never does I/O and never keeps a key (messages and body excerpts are scrubbed). It is
 //! shared by the Responses and Chat Completions formats and by the servers that copy the
 //! shape (Groq, OpenRouter, llama.cpp, vLLM, Ollama). Builds on the status and message
 //! rules in `llm::http` (unified spec §6.4–6.5) and adds what OpenAI's own codes say.

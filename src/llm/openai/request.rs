@@ -1,5 +1,5 @@
 //! Responses request bodies: the unified conversation as `instructions`, `input` items and
-//! tools. Deterministic: the same request always gives the same bytes.
+//! tools. Pure and deterministic: no I/O, and the same request always gives the same bytes.
 
 use std::borrow::Cow;
 

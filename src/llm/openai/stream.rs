@@ -1,4 +1,6 @@
 //! Decoding a Responses event stream into [`StreamEvent`]s and the accumulated response.
+//! Sans-IO: it sees parsed SSE events only, never bytes or sockets, and never panics on
+//! malformed input (that is a typed error).
 
 use std::borrow::Cow;
 

@@ -1,3 +1,5 @@
+//! Unit tests of the Responses format: every capture, malformed input, request bodies.
+
 use serde_json::{Value, json};
 
 use super::test_support::*;

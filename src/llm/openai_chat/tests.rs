@@ -1,3 +1,6 @@
+//! Unit tests of the Chat Completions format: every capture, server quirks, malformed
+//! input, request bodies.
+
 use serde_json::{Value, json};
 
 use super::*;
