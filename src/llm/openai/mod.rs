@@ -1,11 +1,12 @@
 //! The OpenAI Responses wire format (`POST {base}/responses`): request bodies, the SSE
 //! decoder and error classification. It never retries and never reads the environment.
 //!
-//! Requests are stateless (`store: false`): every round resends the whole conversation, and
-//! reasoning comes back as encrypted content (`include: ["reasoning.encrypted_content"]`)
-//! kept on [`ThinkingData`](crate::llm::ThinkingData) (`id` = the `rs_…` item id, `signature` = the encrypted content,
-//! `text` = the summary parts joined with a blank line), so the next request can hand the
-//! model its own reasoning back.
+//! Requests are stateless (`store: false`): every round resends the whole conversation.
+//! Reasoning comes back as encrypted content (`include: ["reasoning.encrypted_content"]`,
+//! asked of every model except the GPT-4 and GPT-3.5 families, which do not reason) and is
+//! kept on [`ThinkingData`](crate::llm::ThinkingData): `id` = the `rs_…` item id,
+//! `signature` = the encrypted content, `text` = the summary parts joined with a blank
+//! line. The next request hands the model its own reasoning back.
 //!
 //! Translation (unified spec §7.3):
 //!

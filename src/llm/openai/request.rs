@@ -32,7 +32,8 @@ struct Body<'a> {
     top_p: Option<f64>,
     store: bool,
     stream: bool,
-    include: [&'static str; 1],
+    #[serde(skip_serializing_if = "<[&str]>::is_empty")]
+    include: &'static [&'static str],
 }
 
 #[derive(Serialize)]
@@ -205,9 +206,22 @@ pub(super) fn request_body(request: &Request, provider_id: &str) -> Result<Vec<u
         top_p: request.top_p,
         store: false,
         stream: true,
-        include: ["reasoning.encrypted_content"],
+        include: if reasons(&request.model) {
+            &["reasoning.encrypted_content"]
+        } else {
+            &[]
+        },
     };
     serialize_with_options(&body, request.options_for(provider_id))
+}
+
+/// Whether `model` may reason, so that its reasoning must be asked for as encrypted
+/// content. The GPT-4 and GPT-3.5 families do not reason and reject the `include`; every
+/// other model (o-series, GPT-5 and later, unknown names) gets it.
+fn reasons(model: &str) -> bool {
+    !["gpt-4", "gpt-3.5", "chatgpt-4"]
+        .iter()
+        .any(|prefix| model.starts_with(prefix))
 }
 
 /// Appends the input items of one user, assistant or tool message, in part order.

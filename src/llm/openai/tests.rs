@@ -215,6 +215,19 @@ fn system_and_developer_messages_become_instructions() {
 }
 
 #[test]
+fn encrypted_reasoning_is_asked_of_reasoning_models_only() {
+    for (model, asked) in [
+        ("gpt-5.2", true),
+        ("o4-mini", true),
+        ("gpt-4o", false),
+        ("gpt-4.1-mini", false),
+    ] {
+        let body = body_of(&Request::new(model, vec![Message::user("x")]));
+        assert_eq!(body.get("include").is_some(), asked, "{model}");
+    }
+}
+
+#[test]
 fn thinking_from_another_provider_is_not_sent_but_responses_reasoning_is() {
     let mut assistant = Message::assistant("done");
     assistant.content.insert(
