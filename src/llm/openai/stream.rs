@@ -182,7 +182,15 @@ impl ResponsesDecoder {
     /// The item a delta names, registering a message item that was never announced (its
     /// text is still text).
     fn message_item(&mut self, item_id: Option<&str>) -> usize {
-        match self.item_index(item_id) {
+        let found = match item_id {
+            Some(_) => self.item_index(item_id),
+            // No item id at all: the latest open message.
+            None => self
+                .items
+                .iter()
+                .rposition(|i| i.kind == OpenKind::Message && !i.done),
+        };
+        match found {
             Some(index) => index,
             None => {
                 self.items.push(OpenItem {

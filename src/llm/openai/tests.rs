@@ -172,6 +172,16 @@ fn a_non_utf8_byte_inside_a_string_becomes_a_replacement_character() {
 }
 
 #[test]
+fn text_deltas_without_an_item_id_join_one_text_part() {
+    let body = b"data: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n\n\
+        data: {\"type\":\"response.output_text.delta\",\"delta\":\"b\"}\n\n\
+        data: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n";
+    let response = decode_whole(decoder(), body).result.unwrap();
+    assert_eq!(response.text(), "ab");
+    assert_eq!(response.message.content.len(), 1);
+}
+
+#[test]
 fn a_stream_that_ends_before_response_completed_is_a_stream_error() {
     let body = b"data: {\"type\":\"response.created\",\"response\":{\"id\":\"r\"}}\n\n\
         data: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"delta\":\"partial\"}\n\n";
