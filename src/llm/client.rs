@@ -284,7 +284,7 @@ impl Client {
             client.register(Arc::new(provider));
         }
         if let Some(url) = get("OPENAI_COMPATIBLE_BASE_URL") {
-            let mut provider = crate::llm::openai_chat::OpenAiChat::new(url);
+            let mut provider = crate::llm::openai_chat::OpenAiChat::compatible(url);
             if let Some(key) = get("OPENAI_COMPATIBLE_API_KEY") {
                 provider = provider.with_api_key(key);
             }

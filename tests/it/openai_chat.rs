@@ -8,7 +8,7 @@ use crate::support::{self, Reply, Server, conformance};
 use crate::wire::{self, OPENAI_KEY, assert_conforms};
 
 fn provider(server: &Server) -> OpenAiChat {
-    OpenAiChat::new(format!("{}/v1", server.url()))
+    OpenAiChat::compatible(format!("{}/v1", server.url()))
         .with_api_key(OPENAI_KEY)
         .with_http_options(support::http_options())
 }
@@ -72,7 +72,7 @@ fn every_chat_server_error_body_maps_to_its_expected_kind_and_retryability() {
 fn a_local_server_gets_no_authorization_header() {
     let capture = wire::capture("openai-chat/ollama_tool_call.sse");
     let server = Server::start(vec![Reply::sse_file(&capture)]);
-    let ollama = OpenAiChat::new(format!("{}/v1", server.url()))
+    let ollama = OpenAiChat::compatible(format!("{}/v1", server.url()))
         .with_id("ollama")
         .with_http_options(support::http_options());
     assert!(ollama.is_local());
@@ -96,12 +96,12 @@ fn several_compatible_servers_are_told_apart_by_id() {
     ))]);
     let client = Client::new()
         .with_provider(
-            OpenAiChat::new(format!("{}/v1", a.url()))
+            OpenAiChat::compatible(format!("{}/v1", a.url()))
                 .with_id("local-a")
                 .with_http_options(support::http_options()),
         )
         .with_provider(
-            OpenAiChat::new(format!("{}/v1", b.url()))
+            OpenAiChat::compatible(format!("{}/v1", b.url()))
                 .with_id("deepseek")
                 .with_api_key("sk-deepseek-FAKEKEY0123456789")
                 .with_http_options(support::http_options()),

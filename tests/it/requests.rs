@@ -158,7 +158,7 @@ fn cases() -> Vec<Case> {
             reply: "openai-chat/text_with_usage.sse",
             client: |server| {
                 support::client_for(
-                    OpenAiChat::new(format!("{}/v1", server.url()))
+                    OpenAiChat::compatible(format!("{}/v1", server.url()))
                         .with_api_key(OPENAI_KEY)
                         .with_http_options(support::http_options()),
                 )

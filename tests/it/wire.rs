@@ -54,7 +54,7 @@ pub fn openai_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> 
 
 pub fn chat_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
     Arc::new(
-        OpenAiChat::new(format!("{}/v1", server.url()))
+        OpenAiChat::compatible(format!("{}/v1", server.url()))
             .with_api_key(OPENAI_KEY)
             .with_http_options(http),
     )

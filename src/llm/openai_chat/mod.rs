@@ -57,6 +57,9 @@ use crate::llm::{
 /// [`with_id`](OpenAiChat::with_id).
 pub const DEFAULT_ID: &str = "openai-chat";
 
+/// The base URL of [`OpenAiChat::new`]: OpenAI's API.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
 /// A Chat Completions server as a provider (id `"openai-chat"` by default).
 ///
 /// Register several under different ids to talk to several servers:
@@ -64,10 +67,10 @@ pub const DEFAULT_ID: &str = "openai-chat";
 /// ```no_run
 /// use agentloop::llm::{openai_chat::OpenAiChat, Client};
 /// let client = Client::new()
-///     .with_provider(OpenAiChat::new("http://127.0.0.1:11434/v1").with_id("ollama"))
+///     .with_provider(OpenAiChat::compatible("http://127.0.0.1:11434/v1").with_id("ollama"))
 ///     .with_provider(
-///         OpenAiChat::new("https://api.groq.com/openai/v1")
-///             .with_api_key("gsk_…")
+///         OpenAiChat::new("gsk_…")
+///             .with_base_url("https://api.groq.com/openai/v1")
 ///             .with_id("groq"),
 ///     );
 /// # let _ = client;
@@ -95,15 +98,27 @@ impl fmt::Debug for OpenAiChat {
 }
 
 impl OpenAiChat {
-    /// A provider for the server at `base_url` (the part before `/chat/completions`, e.g.
-    /// `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`), without a key.
-    pub fn new(base_url: impl Into<String>) -> OpenAiChat {
+    /// OpenAI's own Chat Completions endpoint ([`DEFAULT_BASE_URL`]) with `api_key`.
+    pub fn new(api_key: impl Into<String>) -> OpenAiChat {
+        OpenAiChat::compatible(DEFAULT_BASE_URL).with_api_key(api_key)
+    }
+
+    /// A compatible server at `base_url` (the part before `/chat/completions`, e.g.
+    /// `http://127.0.0.1:11434/v1`), without a key; add one with
+    /// [`with_api_key`](Self::with_api_key) if the server wants it.
+    pub fn compatible(base_url: impl Into<String>) -> OpenAiChat {
         OpenAiChat {
             id: DEFAULT_ID.to_string(),
             api_key: None,
             base_url: base_url.into().trim_end_matches('/').to_string(),
             http: HttpOptions::default(),
         }
+    }
+
+    /// Talks to `base_url` instead (the part before `/chat/completions`).
+    pub fn with_base_url(mut self, base_url: impl Into<String>) -> OpenAiChat {
+        self.base_url = base_url.into().trim_end_matches('/').to_string();
+        self
     }
 
     /// Sends `Authorization: Bearer <api_key>` (an empty key sends nothing).

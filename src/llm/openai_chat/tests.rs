@@ -41,7 +41,7 @@ fn every_chat_capture_decodes_to_its_expected_result_whole_split_and_bytewise() 
 
 #[test]
 fn error_bodies_of_chat_servers_classify_as_recorded() {
-    let provider = OpenAiChat::new("http://127.0.0.1:1/v1").with_api_key("sk-test");
+    let provider = OpenAiChat::compatible("http://127.0.0.1:1/v1").with_api_key("sk-test");
     let mut seen = 0;
     for (path, body, expected) in cases("errors", "json") {
         let from = expected["provider"].as_str().unwrap();
@@ -63,13 +63,13 @@ fn llama_cpp_context_overflow_is_a_context_length_error() {
         conformance_dir().join("errors/llamacpp_400_exceed_context_size.json"),
     )
     .unwrap();
-    let err = OpenAiChat::new("http://127.0.0.1:8080").classify_error(400, &[], &body);
+    let err = OpenAiChat::compatible("http://127.0.0.1:8080").classify_error(400, &[], &body);
     assert_eq!(err.kind(), ErrorKind::ContextLength);
 }
 
 #[test]
 fn a_401_without_a_configured_key_says_so() {
-    let err = OpenAiChat::new("https://example.invalid/v1").classify_error(
+    let err = OpenAiChat::compatible("https://example.invalid/v1").classify_error(
         401,
         &[],
         r#"{"error":{"message":"missing key","type":"invalid_request_error"}}"#,
@@ -247,7 +247,7 @@ fn messages_follow_the_chat_shapes() {
             Message::user("next"),
         ],
     );
-    let body = body_of(&OpenAiChat::new("http://127.0.0.1:1/v1"), &request);
+    let body = body_of(&OpenAiChat::compatible("http://127.0.0.1:1/v1"), &request);
     assert_eq!(
         body["messages"],
         json!([
@@ -276,11 +276,14 @@ fn max_tokens_uses_the_field_the_server_knows() {
     let mut request = Request::new("m", vec![Message::user("x")]);
     request.max_tokens = Some(100);
     request.reasoning_effort = Some("low".into());
-    let openai = body_of(&OpenAiChat::new("https://api.openai.com/v1"), &request);
+    let openai = body_of(&OpenAiChat::new("sk-test"), &request);
     assert_eq!(openai["max_completion_tokens"], 100);
     assert!(openai.get("max_tokens").is_none());
     assert_eq!(openai["reasoning_effort"], "low");
-    let local = body_of(&OpenAiChat::new("http://localhost:11434/v1"), &request);
+    let local = body_of(
+        &OpenAiChat::compatible("http://localhost:11434/v1"),
+        &request,
+    );
     assert_eq!(local["max_tokens"], 100);
     assert!(local.get("max_completion_tokens").is_none());
 }
@@ -297,7 +300,7 @@ fn tools_and_named_tool_choice() {
     request.tool_choice = Some(ToolChoice::Named("f".into()));
     request.provider_options = Some(json!({"ollama": {"options": {"num_ctx": 8192}}}));
     let body = body_of(
-        &OpenAiChat::new("http://localhost:11434/v1").with_id("ollama"),
+        &OpenAiChat::compatible("http://localhost:11434/v1").with_id("ollama"),
         &request,
     );
     assert_eq!(
@@ -318,11 +321,11 @@ fn tools_and_named_tool_choice() {
 #[test]
 fn the_key_is_sent_only_when_there_is_one() {
     let request = Request::new("m", vec![Message::user("x")]);
-    let without = OpenAiChat::new("http://127.0.0.1:1/v1")
+    let without = OpenAiChat::compatible("http://127.0.0.1:1/v1")
         .build_request(&request)
         .unwrap();
     assert!(!without.headers.iter().any(|(k, _)| k == "authorization"));
-    let with = OpenAiChat::new("http://127.0.0.1:1/v1")
+    let with = OpenAiChat::compatible("http://127.0.0.1:1/v1")
         .with_api_key("k")
         .build_request(&request)
         .unwrap();
@@ -355,7 +358,10 @@ fn local_urls_are_recognised() {
 #[test]
 fn debug_never_shows_the_key() {
     let key = "gsk_abcdefghijklmnopqrstuvwxyz0123456789";
-    let shown = format!("{:?}", OpenAiChat::new("https://x/v1").with_api_key(key));
+    let shown = format!(
+        "{:?}",
+        OpenAiChat::compatible("https://x/v1").with_api_key(key)
+    );
     assert!(!shown.contains(key), "{shown}");
 }
 
@@ -398,4 +404,22 @@ fn an_unknown_event_name_on_a_chat_chunk_is_decoded_as_a_chunk() {
     .result
     .unwrap();
     assert_eq!(response.text(), "hi");
+}
+
+#[test]
+fn new_talks_to_openai_with_the_key_and_compatible_to_the_given_server() {
+    let request = Request::new("m", vec![Message::user("x")]);
+    let openai = OpenAiChat::new("sk-k").build_request(&request).unwrap();
+    assert_eq!(openai.url, "https://api.openai.com/v1/chat/completions");
+    assert!(
+        openai
+            .headers
+            .iter()
+            .any(|(k, v)| k == "authorization" && v == "Bearer sk-k")
+    );
+    let groq = OpenAiChat::new("gsk-k")
+        .with_base_url("https://api.groq.com/openai/v1/")
+        .build_request(&request)
+        .unwrap();
+    assert_eq!(groq.url, "https://api.groq.com/openai/v1/chat/completions");
 }
