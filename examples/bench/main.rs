@@ -2,6 +2,8 @@
 //!
 //! Each section lives in its own file and returns rows for one table.
 
+mod sse;
+
 use std::time::Duration;
 
 /// One row of the table.
@@ -23,7 +25,7 @@ fn ms(d: Duration) -> String {
 
 type Section = (&'static str, fn() -> Vec<Row>);
 
-const SECTIONS: &[Section] = &[];
+const SECTIONS: &[Section] = &[("sse", sse::run)];
 
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();

@@ -36,6 +36,8 @@ pub struct Parser {
     /// No line has been processed yet (a BOM may lead the first one).
     started: bool,
     data: String,
+    /// A `data:` line was seen since the last dispatch (the data may still be empty).
+    has_data: bool,
     event: String,
     last_id: Option<String>,
     retry: Option<u64>,
@@ -58,18 +60,27 @@ impl Parser {
             }
             self.skip_lf = false;
         }
-        while let Some(i) = memchr2(b'\n', b'\r', input) {
+        // Validate the chunk's UTF-8 once (up to a character split at its end, or the first
+        // invalid byte) rather than line by line: one pass instead of many short ones. Lines
+        // inside the valid prefix are then sliced as `str` at their ASCII delimiters.
+        let valid = match std::str::from_utf8(input) {
+            Ok(text) => text,
+            Err(e) => std::str::from_utf8(&input[..e.valid_up_to()]).unwrap_or_default(),
+        };
+        let mut pos = 0;
+        while let Some(i) = memchr2(b'\n', b'\r', &input[pos..]) {
+            let end = pos + i;
             if self.line.is_empty() {
-                self.process_line(&input[..i], out);
+                self.process_line(&input[pos..end], valid.get(pos..end), out);
             } else {
                 let mut line = std::mem::take(&mut self.line);
-                line.extend_from_slice(&input[..i]);
-                self.process_line(&line, out);
+                line.extend_from_slice(&input[pos..end]);
+                self.process_line(&line, None, out);
                 line.clear();
                 self.line = line;
             }
-            let mut next = i + 1;
-            if input[i] == b'\r' {
+            let mut next = end + 1;
+            if input[end] == b'\r' {
                 if next < input.len() {
                     if input[next] == b'\n' {
                         next += 1;
@@ -78,9 +89,14 @@ impl Parser {
                     self.skip_lf = true;
                 }
             }
-            input = &input[next..];
+            pos = next;
+            // "\n\n" ends an event: take the blank line without another search.
+            if input[end] == b'\n' && input.get(pos) == Some(&b'\n') {
+                self.process_line(b"", Some(""), out);
+                pos += 1;
+            }
         }
-        self.line.extend_from_slice(input);
+        self.line.extend_from_slice(&input[pos..]);
     }
 
     /// Ends the stream: a pending unterminated line is processed and a pending event
@@ -88,7 +104,7 @@ impl Parser {
     pub fn finish(&mut self, out: &mut Vec<Event>) {
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
-            self.process_line(&line, out);
+            self.process_line(&line, None, out);
         }
         self.dispatch(out);
         self.skip_lf = false;
@@ -99,13 +115,17 @@ impl Parser {
         self.retry
     }
 
-    fn process_line(&mut self, mut line: &[u8], out: &mut Vec<Event>) {
+    /// Handles one line; `text` is the same line as `str` when it is known to be valid
+    /// UTF-8 (otherwise values are decoded, lossily, here).
+    fn process_line(&mut self, line: &[u8], text: Option<&str>, out: &mut Vec<Event>) {
+        let mut start = 0;
         if !self.started {
             self.started = true;
-            if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
-                line = rest;
+            if line.starts_with(b"\xEF\xBB\xBF") {
+                start = 3;
             }
         }
+        let line = &line[start..];
         if line.is_empty() {
             self.dispatch(out);
             return;
@@ -113,25 +133,42 @@ impl Parser {
         if line[0] == b':' {
             return; // comment (keep-alive)
         }
-        let (name, value) = match memchr(b':', line) {
-            Some(colon) => {
-                let value = &line[colon + 1..];
-                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
-            }
-            None => (line, &b""[..]),
+        // The two fields every provider sends are recognised without a search.
+        let colon = if line.starts_with(b"data:") {
+            Some(4)
+        } else if line.starts_with(b"event:") {
+            Some(5)
+        } else {
+            memchr(b':', line)
         };
+        let (name, value_start) = match colon {
+            Some(colon) => {
+                let space = usize::from(line.get(colon + 1) == Some(&b' '));
+                (&line[..colon], colon + 1 + space)
+            }
+            None => (line, line.len()),
+        };
+        let value = &line[value_start..];
+        // Both offsets follow ASCII bytes (the BOM is one whole character), so they are
+        // character boundaries of `text`.
+        let value_text = text.and_then(|t| t.get(start + value_start..));
         match name {
             b"data" => {
-                push_utf8(&mut self.data, value);
-                self.data.push('\n');
+                // The usual event has one data line: it becomes the event's data with one
+                // exact-size allocation and no copy at dispatch. Further lines are joined
+                // with '\n'.
+                if self.has_data {
+                    self.data.push('\n');
+                    push_value(&mut self.data, value, value_text);
+                } else {
+                    self.data = value_string(value, value_text);
+                }
+                self.has_data = true;
             }
-            b"event" => {
-                self.event.clear();
-                push_utf8(&mut self.event, value);
-            }
+            b"event" => self.event = value_string(value, value_text),
             b"id" if memchr(0, value).is_none() => {
                 let mut id = String::new();
-                push_utf8(&mut id, value);
+                push_value(&mut id, value, value_text);
                 self.last_id = if id.is_empty() { None } else { Some(id) };
             }
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
@@ -145,22 +182,37 @@ impl Parser {
 
     fn dispatch(&mut self, out: &mut Vec<Event>) {
         let retry = self.pending_retry.take();
-        if self.data.is_empty() {
+        if !self.has_data {
             self.event.clear();
             return;
         }
-        self.data.pop(); // the trailing '\n'
+        self.has_data = false;
         let event = if self.event.is_empty() {
             None
         } else {
             Some(std::mem::take(&mut self.event))
         };
+        let data = std::mem::take(&mut self.data);
         out.push(Event {
             event,
-            data: std::mem::take(&mut self.data),
+            data,
             id: self.last_id.clone(),
             retry,
         });
+    }
+}
+
+fn value_string(bytes: &[u8], text: Option<&str>) -> String {
+    match text {
+        Some(text) => text.to_owned(),
+        None => String::from_utf8_lossy(bytes).into_owned(),
+    }
+}
+
+fn push_value(dst: &mut String, bytes: &[u8], text: Option<&str>) {
+    match text {
+        Some(text) => dst.push_str(text),
+        None => push_utf8(dst, bytes),
     }
 }
 

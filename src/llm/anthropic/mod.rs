@@ -1,0 +1,236 @@
+//! The Anthropic Messages wire format (`POST {base}/v1/messages`, streamed): request
+//! translation (`request.rs`), stream decoding (`stream.rs`) and error classification. Its
+//! serde structs never leave this module, and it never retries (the
+//! [`Client`](crate::llm::Client) does).
+//!
+//! # Request translation (unified spec §7.3)
+//!
+//! * System and developer messages become the `system` blocks, in order.
+//! * Tool messages become `tool_result` blocks in a user message (`is_error` kept); messages
+//!   of the same wire role in a row are merged into one, so user and assistant strictly
+//!   alternate, and inside a merged user message the `tool_result` blocks come first, as the
+//!   API requires.
+//! * Thinking parts are sent back unchanged with their signatures (`redacted_thinking` with
+//!   its `data`). Thinking parts without a signature, or with an OpenAI reasoning item id,
+//!   came from another provider and are dropped: Anthropic rejects them.
+//! * Images go as `base64` sources (bytes or `data:` URLs) or `url` sources.
+//! * `ToolChoice::None` omits the tools (Anthropic has no "none" when tools are present).
+//! * `reasoning_effort` turns extended thinking on: `low` 2 048, `medium` 8 192, `high`
+//!   24 576 budget tokens (`minimal` 1 024, the API's minimum). `max_tokens` defaults to
+//!   8 192, plus the thinking budget when thinking is on; an explicit `max_tokens` that does
+//!   not exceed the budget is a configuration error.
+//! * `provider_options.anthropic`: `beta_headers` (a list joined into `anthropic-beta`),
+//!   `auto_cache` (see below); every other key is merged into the body, replacing what the
+//!   adapter computed (`thinking`, `max_tokens`, `metadata`, `top_k`, …). The keys that
+//!   carry the translation itself (`model`, `messages`, `system`, `tools`, `stream`) cannot
+//!   be replaced and are ignored.
+//!
+//! # Prompt caching
+//!
+//! Unless `provider_options.anthropic.auto_cache` is `false`, the adapter marks three
+//! `cache_control: {"type": "ephemeral"}` breakpoints (the API allows four): the last
+//! `system` block, the last tool, and the last block of the latest user turn (in an agent
+//! loop, the newest tool results). System prompt and tools are stable for a session, and the
+//! latest user turn moves forward each round, so each request reads the prefix the previous
+//! one wrote (Anthropic also looks back about 20 blocks before a breakpoint for an earlier
+//! cache entry). When breakpoints are present the `prompt-caching-2024-07-31` beta is
+//! requested too.
+//!
+//! The body serialises deterministically, with its fields in a fixed order: `model`,
+//! generation settings, `tools`, `system`, merged provider options, then `messages` last —
+//! so two rounds of a growing conversation share a byte-identical prefix up to where the
+//! older request had its moving breakpoint.
+//!
+//! # Streaming
+//!
+//! `message_start` → `StreamStart`; `content_block_start/delta/stop` → text, reasoning and
+//! tool-call segments (an empty `input_json_delta` means `{}`; `redacted_thinking` blocks
+//! have no deltas and emit no events); `message_delta` carries the stop reason and
+//! cumulative usage (its values replace `message_start`'s); `message_stop` → `Finish`;
+//! `ping` is ignored; an `error` event is an `Err` (`overloaded_error` is a retryable
+//! server error). A body that ends before `message_stop` is a stream error.
+
+mod request;
+mod stream;
+
+use std::fmt;
+
+use crate::cancel::CancelToken;
+use crate::error::{Error, ErrorKind, Result};
+use crate::llm::http::{self, Decoder, EventIter, HttpOptions, HttpRequest, WireFormat};
+use crate::llm::{Provider, Request, StreamEvent, sse};
+use request::build_body;
+use stream::AnthropicDecoder;
+
+/// The provider id.
+const ID: &str = "anthropic";
+/// The API version this adapter speaks.
+const API_VERSION: &str = "2023-06-01";
+/// Requested when the request carries cache breakpoints.
+const CACHE_BETA: &str = "prompt-caching-2024-07-31";
+/// Default output limit without thinking.
+const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// The Anthropic Messages API as a [`Provider`] (id `"anthropic"`).
+///
+/// ```
+/// use agentloop::llm::{Client, anthropic::Anthropic};
+///
+/// let client = Client::new().with_provider(Anthropic::new("sk-ant-…"));
+/// # let _ = client;
+/// ```
+///
+/// Its `Debug` output never shows the key.
+#[derive(Clone)]
+pub struct Anthropic {
+    api_key: String,
+    base_url: String,
+    http: HttpOptions,
+    max_tokens_default: u32,
+}
+
+impl fmt::Debug for Anthropic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Anthropic")
+            .field("api_key", &"[REDACTED]")
+            .field("base_url", &self.base_url)
+            .field("http", &self.http)
+            .field("max_tokens_default", &self.max_tokens_default)
+            .finish()
+    }
+}
+
+impl Anthropic {
+    /// A provider for `https://api.anthropic.com` with `api_key`.
+    pub fn new(api_key: impl Into<String>) -> Anthropic {
+        Anthropic {
+            api_key: api_key.into(),
+            base_url: "https://api.anthropic.com".to_string(),
+            http: HttpOptions::default(),
+            max_tokens_default: DEFAULT_MAX_TOKENS,
+        }
+    }
+
+    /// Sends requests to `{url}/v1/messages` instead (a proxy, a gateway, a test server).
+    /// A trailing `/` and a trailing `/v1` are accepted.
+    pub fn with_base_url(mut self, url: impl Into<String>) -> Anthropic {
+        let url = url.into();
+        let trimmed = url.trim_end_matches('/');
+        let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
+        self.base_url = trimmed.to_string();
+        self
+    }
+
+    /// Replaces the HTTP timeouts and proxy settings.
+    pub fn with_http_options(mut self, options: HttpOptions) -> Anthropic {
+        self.http = options;
+        self
+    }
+
+    /// The `max_tokens` sent when a request sets none and thinking is off (default 8 192;
+    /// with thinking on, the thinking budget is added to it).
+    pub fn with_max_tokens_default(mut self, max_tokens: u32) -> Anthropic {
+        self.max_tokens_default = max_tokens.max(1);
+        self
+    }
+
+    /// The base URL requests go to.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+}
+
+impl Provider for Anthropic {
+    fn id(&self) -> &str {
+        ID
+    }
+
+    fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
+        http::open(self, &self.http, request, cancel)
+    }
+}
+
+impl WireFormat for Anthropic {
+    fn provider_id(&self) -> &str {
+        ID
+    }
+
+    fn build_request(&self, request: &Request) -> Result<HttpRequest> {
+        if self.api_key.trim().is_empty() {
+            return Err(config_error("the anthropic api key is empty"));
+        }
+        if !self.api_key.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+            return Err(config_error(
+                "the anthropic api key contains characters an http header cannot carry",
+            ));
+        }
+        let built = build_body(request, self.max_tokens_default)?;
+        let mut headers = vec![
+            ("x-api-key".to_string(), self.api_key.clone()),
+            ("anthropic-version".to_string(), API_VERSION.to_string()),
+            ("content-type".to_string(), "application/json".to_string()),
+            ("accept".to_string(), "text/event-stream".to_string()),
+        ];
+        if !built.betas.is_empty() {
+            headers.push(("anthropic-beta".to_string(), built.betas.join(",")));
+        }
+        Ok(HttpRequest {
+            url: format!("{}/v1/messages", self.base_url),
+            headers,
+            body: built.body,
+        })
+    }
+
+    fn decoder(&self, _request: &Request) -> Box<dyn Decoder> {
+        Box::new(AnthropicDecoder::new(Some(self.api_key.clone())))
+    }
+
+    fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {
+        let body = http::redact_key(body, &self.api_key);
+        http::error_from_status(ID, status, headers, &body)
+    }
+}
+
+fn config_error(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Configuration, message).with_provider(ID)
+}
+
+/// Decodes a complete Anthropic Messages SSE body into the [`Response`](crate::llm::Response)
+/// a stream would have produced, or the error it carried.
+///
+/// An offline utility for tests, recorded transcripts and benchmarks: no I/O happens.
+pub fn decode_stream(body: &[u8]) -> Result<crate::llm::Response> {
+    let mut parser = sse::Parser::new();
+    let mut decoder = AnthropicDecoder::new(None);
+    let mut sse_events = Vec::new();
+    let mut events = Vec::new();
+    parser.feed(body, &mut sse_events);
+    parser.finish(&mut sse_events);
+    let mut response = None;
+    let mut take_finish = |events: &mut Vec<StreamEvent>| {
+        for event in events.drain(..) {
+            if let StreamEvent::Finish { response: r, .. } = event {
+                response = Some(*r);
+            }
+        }
+    };
+    for event in sse_events {
+        decoder.event(event, &mut events)?;
+        take_finish(&mut events);
+    }
+    decoder.end(&mut events)?;
+    take_finish(&mut events);
+    response.ok_or_else(|| Error::new(ErrorKind::Stream, "the stream has no finish event"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_key() {
+        let shown = format!("{:?}", Anthropic::new("sk-ant-secret-key-123"));
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(shown.contains("[REDACTED]"));
+    }
+}
