@@ -162,7 +162,12 @@ pub struct Client {
     providers: HashMap<String, Arc<dyn Provider>>,
     default_provider: Option<String>,
     retry: RetryPolicy,
+    on_retry: Option<RetryObserver>,
 }
+
+/// Called before each retry with the error, the retry number (1 for the first retry) and
+/// the delay about to be waited.
+pub type RetryObserver = Arc<dyn Fn(&Error, u32, Duration) + Send + Sync>;
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -172,6 +177,7 @@ impl fmt::Debug for Client {
             .field("providers", &ids)
             .field("default_provider", &self.default_provider)
             .field("retry", &self.retry)
+            .field("on_retry", &self.on_retry.as_ref().map(|_| "set"))
             .finish()
     }
 }
@@ -207,6 +213,16 @@ impl Client {
     /// Replaces the retry policy.
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Client {
         self.retry = retry;
+        self
+    }
+
+    /// Calls `observer` before each retry (to log it or show it to a user) with the error,
+    /// the retry number (1 for the first) and the delay about to be waited.
+    pub fn on_retry(
+        mut self,
+        observer: impl Fn(&Error, u32, Duration) + Send + Sync + 'static,
+    ) -> Client {
+        self.on_retry = Some(Arc::new(observer));
         self
     }
 
@@ -351,6 +367,9 @@ impl Client {
             let Some(delay) = self.retry.delay_for(&err, attempt) else {
                 return Err(err);
             };
+            if let Some(observer) = &self.on_retry {
+                observer(&err, attempt + 1, delay);
+            }
             if cancel.wait_timeout(delay) {
                 return Err(aborted(provider.id()));
             }

@@ -26,7 +26,7 @@ pub mod openai;
 pub mod openai_chat;
 pub mod scripted;
 
-pub use client::{Client, EventStream, Provider, RetryPolicy};
+pub use client::{Client, EventStream, Provider, RetryObserver, RetryPolicy};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -499,3 +499,33 @@ fn an_overloaded_error_right_after_message_start_is_retried() {
     assert!(matches!(events.last(), Some(StreamEvent::Finish { .. })));
     assert_eq!(server.requests().len(), 2);
 }
+
+#[test]
+fn the_retry_observer_sees_each_retry_with_its_error_and_delay() {
+    use std::sync::{Arc, Mutex};
+    let server = Server::start(vec![
+        Reply::json(529, overloaded_body()),
+        Reply::json(
+            429,
+            r#"{"error":{"type":"rate_limit_error","message":"slow"}}"#,
+        )
+        .header("retry-after", "0.2"),
+        Reply::sse(text_basic()),
+    ]);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let client = {
+        let seen = seen.clone();
+        support::anthropic_client(&server).on_retry(move |err, attempt, delay| {
+            seen.lock().unwrap().push((err.kind(), attempt, delay));
+        })
+    };
+    client.complete(&request()).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            (ErrorKind::Server, 1, Duration::from_millis(10)),
+            (ErrorKind::RateLimited, 2, Duration::from_millis(200)),
+        ]
+    );
+}

@@ -17,8 +17,9 @@
 //! * `ToolChoice::None` omits the tools (Anthropic has no "none" when tools are present).
 //! * `reasoning_effort` turns extended thinking on: `low` 2 048, `medium` 8 192, `high`
 //!   24 576 budget tokens (`minimal` 1 024, the API's minimum). `max_tokens` defaults to
-//!   8 192, plus the thinking budget when thinking is on; an explicit `max_tokens` that does
-//!   not exceed the budget is a configuration error.
+//!   8 192, plus the thinking budget when thinking is on (also a `thinking` object given in
+//!   provider options); an explicit `max_tokens` that does not exceed the budget of
+//!   `reasoning_effort` is a configuration error.
 //! * `provider_options.anthropic`: `beta_headers` (a list joined into `anthropic-beta`),
 //!   `auto_cache` (see below); every other key is merged into the body, replacing what the
 //!   adapter computed (`thinking`, `max_tokens`, `metadata`, `top_k`, …). The keys that

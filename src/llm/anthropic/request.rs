@@ -216,7 +216,16 @@ pub(super) fn build_body(request: &Request, max_tokens_default: u32) -> Result<B
         }
         (Some(max), _) => max,
         (None, Some(budget)) => max_tokens_default.saturating_add(budget),
-        (None, None) => max_tokens_default,
+        (None, None) => {
+            // A `thinking` object given through provider options: leave room for it too.
+            let option_budget = merged
+                .get("thinking")
+                .filter(|t| t.get("type").and_then(Value::as_str) == Some("enabled"))
+                .and_then(|t| t.get("budget_tokens"))
+                .and_then(Value::as_u64)
+                .map_or(0, |b| u32::try_from(b).unwrap_or(u32::MAX));
+            max_tokens_default.saturating_add(option_budget)
+        }
     };
     let thinking =
         budget.map(|budget| serde_json::json!({"type": "enabled", "budget_tokens": budget}));
@@ -502,6 +511,14 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::Configuration);
         request.reasoning_effort = Some("extreme".into());
         assert!(build_body(&request, DEFAULT_MAX_TOKENS).is_err());
+        request.reasoning_effort = None;
+        request.max_tokens = None;
+        request.provider_options = Some(serde_json::json!({"anthropic": {
+            "thinking": {"type": "enabled", "budget_tokens": 5000}
+        }}));
+        let body = body_json(&request);
+        assert_eq!(body["thinking"]["budget_tokens"], 5000);
+        assert_eq!(body["max_tokens"], 5000 + DEFAULT_MAX_TOKENS);
     }
 
     #[test]
