@@ -1,11 +1,14 @@
-//! SSE bench: raw parse rate and Anthropic parse+decode rate over the recorded streams.
+//! SSE bench: raw parse rate, and parse+decode rates of the four wire formats (Anthropic,
+//! OpenAI Responses, Chat Completions, Gemini) over the recorded streams.
 //!
 //! Parse: the Anthropic captures concatenated and repeated into a 64 MiB buffer, fed to
 //! `sse::Parser` in 16 KiB reads (the HTTP reader's buffer size), events counted.
 //! Parse+decode: each capture decoded whole by `anthropic::decode_stream` (SSE parse, JSON
 //! per event, response building, the final `Finish`) until 64 MiB have been processed;
 //! the example reaches the decoder through that public offline helper because examples
-//! see only the public API. Best of 5 runs each.
+//! see only the public API. The other formats are measured the same way through their own
+//! `decode_stream` over their folder's captures (captures that decode to an in-stream
+//! error are left out: they stop early). Best of 5 runs each.
 //!
 //! Two clocks: wall time, and the thread's on-CPU time from `/proc/thread-self/schedstat`
 //! (Linux), which is what to read on a machine shared with other jobs, where wall time
@@ -14,8 +17,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use agentloop::Result;
 use agentloop::llm::anthropic::decode_stream;
 use agentloop::llm::sse::Parser;
+use agentloop::llm::{Response, gemini, openai, openai_chat};
 
 use crate::Row;
 
@@ -24,7 +29,14 @@ const READ: usize = 16 << 10;
 const RUNS: usize = 5;
 
 fn captures() -> Vec<Vec<u8>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/anthropic");
+    captures_in("anthropic")
+}
+
+/// The `.sse` captures of one folder of the conformance corpus, sorted by name.
+fn captures_in(folder: &str) -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/conformance")
+        .join(folder);
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
         .expect("the conformance corpus beside the crate")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -112,7 +124,7 @@ pub fn run() -> Vec<Row> {
     });
     assert!(decoded > 0);
 
-    vec![
+    let mut rows = vec![
         Row {
             section: "sse",
             name: format!(
@@ -128,5 +140,53 @@ pub fn run() -> Vec<Row> {
             value: rates(TOTAL, decode),
             target: "≥ 150 MB/s".into(),
         },
-    ]
+    ];
+    type DecodeFn = fn(&[u8]) -> Result<Response>;
+    let formats: [(&str, &str, DecodeFn); 3] = [
+        (
+            "openai-responses",
+            "openai responses",
+            openai::decode_stream,
+        ),
+        (
+            "openai-chat",
+            "chat completions",
+            openai_chat::decode_stream,
+        ),
+        ("gemini", "gemini", gemini::decode_stream),
+    ];
+    for (folder, label, decode) in formats {
+        let files: Vec<Vec<u8>> = captures_in(folder)
+            .into_iter()
+            .filter(|file| decode(file).is_ok())
+            .collect();
+        rows.push(Row {
+            section: "sse",
+            name: format!("parse + {label} decode (decode_stream per capture)"),
+            value: rates(TOTAL, decode_rate(&files, decode)),
+            target: "≥ 150 MB/s".into(),
+        });
+    }
+    rows
+}
+
+/// Best times of decoding `files` one after another, whole, until `TOTAL` bytes are done.
+fn decode_rate(
+    files: &[Vec<u8>],
+    decode: fn(&[u8]) -> Result<Response>,
+) -> (Duration, Option<Duration>) {
+    let mut parts = 0usize;
+    let times = best_of(|| {
+        let mut bytes = 0;
+        while bytes < TOTAL {
+            for file in files {
+                let response = decode(file).expect("the capture decoded before");
+                parts += response.message.content.len();
+                bytes += file.len();
+            }
+        }
+        bytes as f64 / TOTAL as f64
+    });
+    assert!(parts > 0);
+    times
 }

@@ -248,8 +248,18 @@ impl Client {
 }
 
 impl Client {
-    /// A client with one provider for every API key found in the process environment:
-    /// `ANTHROPIC_API_KEY` (with `ANTHROPIC_BASE_URL`). The first one found is the default.
+    /// A client with one provider for every API key found in the process environment, in
+    /// this order (the first one found is the default):
+    ///
+    /// | provider id | variables |
+    /// |---|---|
+    /// | `anthropic` | `ANTHROPIC_API_KEY`, optional `ANTHROPIC_BASE_URL` |
+    /// | `openai` (Responses) | `OPENAI_API_KEY`, optional `OPENAI_BASE_URL` (default `https://api.openai.com/v1`), `OPENAI_ORG_ID`, `OPENAI_PROJECT_ID` |
+    /// | `gemini` | `GEMINI_API_KEY` or `GOOGLE_API_KEY`, optional `GEMINI_BASE_URL` or `GOOGLE_GEMINI_BASE_URL` (default `https://generativelanguage.googleapis.com`) |
+    /// | `openai-chat`, or `OPENAI_COMPATIBLE_ID` | `OPENAI_COMPATIBLE_BASE_URL` (e.g. `http://127.0.0.1:11434/v1`), optional `OPENAI_COMPATIBLE_API_KEY` |
+    ///
+    /// An OpenAI-compatible server (Chat Completions) is registered when its base URL is
+    /// set, with or without a key: local servers need none.
     ///
     /// This is the only place the crate reads the environment for providers. Fails with
     /// [`ErrorKind::Configuration`] when no key is set.
@@ -269,12 +279,41 @@ impl Client {
             }
             client.register(Arc::new(provider));
         }
-        // Further wire formats register here, in this order of preference: OpenAI
-        // (OPENAI_API_KEY, OPENAI_BASE_URL), Gemini (GEMINI_API_KEY or GOOGLE_API_KEY).
+        if let Some(key) = get("OPENAI_API_KEY") {
+            let mut provider = crate::llm::openai::OpenAi::new(key);
+            if let Some(url) = get("OPENAI_BASE_URL") {
+                provider = provider.with_base_url(url);
+            }
+            if let Some(organization) = get("OPENAI_ORG_ID") {
+                provider = provider.with_organization(organization);
+            }
+            if let Some(project) = get("OPENAI_PROJECT_ID") {
+                provider = provider.with_project(project);
+            }
+            client.register(Arc::new(provider));
+        }
+        if let Some(key) = get("GEMINI_API_KEY").or_else(|| get("GOOGLE_API_KEY")) {
+            let mut provider = crate::llm::gemini::Gemini::new(key);
+            if let Some(url) = get("GEMINI_BASE_URL").or_else(|| get("GOOGLE_GEMINI_BASE_URL")) {
+                provider = provider.with_base_url(url);
+            }
+            client.register(Arc::new(provider));
+        }
+        if let Some(url) = get("OPENAI_COMPATIBLE_BASE_URL") {
+            let mut provider = crate::llm::openai_chat::OpenAiChat::compatible(url);
+            if let Some(key) = get("OPENAI_COMPATIBLE_API_KEY") {
+                provider = provider.with_api_key(key);
+            }
+            if let Some(id) = get("OPENAI_COMPATIBLE_ID") {
+                provider = provider.with_id(id);
+            }
+            client.register(Arc::new(provider));
+        }
         if client.providers.is_empty() {
             return Err(Error::new(
                 ErrorKind::Configuration,
-                "no provider api key is set in the environment (ANTHROPIC_API_KEY)",
+                "no provider is configured in the environment (set ANTHROPIC_API_KEY, \
+                 OPENAI_API_KEY, GEMINI_API_KEY or GOOGLE_API_KEY, or OPENAI_COMPATIBLE_BASE_URL)",
             ));
         }
         Ok(client)

@@ -1,1 +1,0 @@
-//! The Gemini generateContent wire format. (Being built in part 2.)

@@ -1,1 +1,0 @@
-//! The OpenAI Responses wire format. (Being built in part 2.)

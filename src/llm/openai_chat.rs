@@ -1,1 +1,0 @@
-//! The OpenAI Chat Completions wire format, spoken by many servers. (Being built in part 2.)

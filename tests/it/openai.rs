@@ -1,0 +1,119 @@
+//! The OpenAI Responses format against recorded streams and a loopback server.
+
+use agentloop::llm::openai::{OpenAi, decode_stream};
+use agentloop::llm::{Client, Message, Request, RetryPolicy, StreamEvent};
+
+use crate::support::{self, Reply, Server, conformance};
+use crate::wire::{self, OPENAI_KEY, assert_conforms};
+
+fn client(server: &Server) -> Client {
+    support::client_for(
+        OpenAi::new(OPENAI_KEY)
+            .with_base_url(format!("{}/v1", server.url()))
+            .with_http_options(support::http_options()),
+    )
+}
+
+#[test]
+fn every_responses_capture_decodes_to_its_expected_result_whole_and_byte_by_byte() {
+    let captures = conformance::sse_files("openai-responses");
+    assert_eq!(captures.len(), 7, "captures: {captures:?}");
+    for capture in &captures {
+        let expected = conformance::expected_for(capture);
+        let server = Server::start(vec![
+            Reply::sse_file(capture),
+            Reply::sse_file(capture).chunk(1),
+        ]);
+        let client = client(&server).with_retry_policy(RetryPolicy::none());
+        let offline = decode_stream(&std::fs::read(capture).unwrap());
+        if expected["error"].is_null() {
+            let whole = client.complete(&wire::request()).unwrap();
+            assert_conforms(capture, "served whole", &whole);
+            let bytewise = client.complete(&wire::request()).unwrap();
+            assert_conforms(capture, "one byte per chunk", &bytewise);
+            assert_eq!(whole, bytewise);
+            assert_eq!(
+                offline.unwrap(),
+                whole,
+                "decode_stream agrees with the live stream"
+            );
+        } else {
+            for how in ["served whole", "one byte per chunk"] {
+                let err = client.complete(&wire::request()).unwrap_err();
+                conformance::assert_error(capture, how, &err);
+            }
+            conformance::assert_error(capture, "decode_stream", &offline.unwrap_err());
+        }
+    }
+}
+
+#[test]
+fn every_responses_error_body_maps_to_its_expected_kind_and_retryability() {
+    let captures = conformance::error_files("openai_responses_");
+    assert_eq!(captures.len(), 2, "captures: {captures:?}");
+    for capture in &captures {
+        let expected = conformance::expected_for(capture);
+        let (status, content_type) = conformance::expected_http(&expected);
+        let server = Server::start(vec![Reply::body(
+            status,
+            &content_type,
+            std::fs::read(capture).unwrap(),
+        )]);
+        let err = client(&server)
+            .with_retry_policy(RetryPolicy::none())
+            .complete(&wire::request())
+            .unwrap_err();
+        conformance::assert_error(capture, "http error", &err);
+    }
+}
+
+#[test]
+fn the_request_goes_to_responses_with_a_bearer_key_and_a_stateless_streaming_body() {
+    let server = Server::start(vec![Reply::sse_file(wire::capture(
+        "openai-responses/text_basic.sse",
+    ))]);
+    let request = Request::new(
+        "gpt-5.2",
+        vec![Message::system("be terse"), Message::user("hello")],
+    );
+    let response = client(&server).complete(&request).unwrap();
+    assert_eq!(response.provider, "openai");
+    assert_eq!(
+        response.id,
+        "resp_0360bd45725b0a010068f966a4c4a881959717ba17b93477ef"
+    );
+    let sent = &server.requests()[0];
+    assert_eq!(sent.method, "POST");
+    assert_eq!(sent.path, "/v1/responses");
+    assert_eq!(
+        sent.header("authorization"),
+        Some(format!("Bearer {OPENAI_KEY}").as_str())
+    );
+    let body = sent.json();
+    assert_eq!(body["instructions"], "be terse");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["store"], false);
+}
+
+#[test]
+fn a_custom_tool_call_streams_its_raw_input_as_deltas() {
+    let capture = wire::capture("openai-responses/custom_tool_call_SYNTHETIC.sse");
+    let server = Server::start(vec![Reply::sse_file(&capture).chunk(13)]);
+    let events: Vec<StreamEvent> = client(&server)
+        .stream(&wire::request())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let deltas: String = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolCallDelta { id, delta } if id == "call_custom_sql_001" => {
+                Some(delta.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, "SELECT * FROM users WHERE age > 25");
+    assert!(events.iter().any(|e| matches!(e,
+        StreamEvent::ToolCallEnd { tool_call } if tool_call.arguments == "SELECT * FROM users WHERE age > 25")));
+}

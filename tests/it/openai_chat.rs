@@ -1,0 +1,121 @@
+//! The Chat Completions format against recorded streams (OpenAI, Ollama, llama.cpp,
+//! DeepSeek, OpenRouter, Groq) and a loopback server.
+
+use agentloop::llm::openai_chat::{OpenAiChat, decode_stream};
+use agentloop::llm::{Client, Message, Request, RetryPolicy};
+
+use crate::support::{self, Reply, Server, conformance};
+use crate::wire::{self, OPENAI_KEY, assert_conforms};
+
+fn provider(server: &Server) -> OpenAiChat {
+    OpenAiChat::compatible(format!("{}/v1", server.url()))
+        .with_api_key(OPENAI_KEY)
+        .with_http_options(support::http_options())
+}
+
+#[test]
+fn every_chat_capture_decodes_to_its_expected_result_whole_and_byte_by_byte() {
+    let captures = conformance::sse_files("openai-chat");
+    assert_eq!(captures.len(), 9, "captures: {captures:?}");
+    for capture in &captures {
+        let expected = conformance::expected_for(capture);
+        let server = Server::start(vec![
+            Reply::sse_file(capture),
+            Reply::sse_file(capture).chunk(1),
+        ]);
+        let client = support::client_for(provider(&server)).with_retry_policy(RetryPolicy::none());
+        let offline = decode_stream(&std::fs::read(capture).unwrap());
+        if expected["error"].is_null() {
+            let whole = client.complete(&wire::request()).unwrap();
+            assert_conforms(capture, "served whole", &whole);
+            let bytewise = client.complete(&wire::request()).unwrap();
+            assert_conforms(capture, "one byte per chunk", &bytewise);
+            assert_eq!(whole, bytewise);
+            assert_eq!(
+                offline.unwrap(),
+                whole,
+                "decode_stream agrees with the live stream"
+            );
+        } else {
+            for how in ["served whole", "one byte per chunk"] {
+                let err = client.complete(&wire::request()).unwrap_err();
+                conformance::assert_error(capture, how, &err);
+            }
+            conformance::assert_error(capture, "decode_stream", &offline.unwrap_err());
+        }
+    }
+}
+
+#[test]
+fn every_chat_server_error_body_maps_to_its_expected_kind_and_retryability() {
+    let mut captures = conformance::error_files("openai_chat_");
+    captures.extend(conformance::error_files("llamacpp_"));
+    captures.extend(conformance::error_files("openrouter_"));
+    assert_eq!(captures.len(), 3, "captures: {captures:?}");
+    for capture in &captures {
+        let expected = conformance::expected_for(capture);
+        let (status, content_type) = conformance::expected_http(&expected);
+        let server = Server::start(vec![Reply::body(
+            status,
+            &content_type,
+            std::fs::read(capture).unwrap(),
+        )]);
+        let err = support::client_for(provider(&server))
+            .with_retry_policy(RetryPolicy::none())
+            .complete(&wire::request())
+            .unwrap_err();
+        conformance::assert_error(capture, "http error", &err);
+    }
+}
+
+#[test]
+fn a_local_server_gets_no_authorization_header() {
+    let capture = wire::capture("openai-chat/ollama_tool_call.sse");
+    let server = Server::start(vec![Reply::sse_file(&capture)]);
+    let ollama = OpenAiChat::compatible(format!("{}/v1", server.url()))
+        .with_id("ollama")
+        .with_http_options(support::http_options());
+    assert!(ollama.is_local());
+    let response = support::client_for(ollama)
+        .complete(&wire::request())
+        .unwrap();
+    assert_eq!(response.provider, "ollama");
+    let sent = &server.requests()[0];
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.header("authorization"), None);
+    assert_eq!(sent.json()["stream_options"]["include_usage"], true);
+}
+
+#[test]
+fn several_compatible_servers_are_told_apart_by_id() {
+    let a = Server::start(vec![Reply::sse_file(wire::capture(
+        "openai-chat/text_with_usage.sse",
+    ))]);
+    let b = Server::start(vec![Reply::sse_file(wire::capture(
+        "openai-chat/deepseek_reasoning_content.sse",
+    ))]);
+    let client = Client::new()
+        .with_provider(
+            OpenAiChat::compatible(format!("{}/v1", a.url()))
+                .with_id("local-a")
+                .with_http_options(support::http_options()),
+        )
+        .with_provider(
+            OpenAiChat::compatible(format!("{}/v1", b.url()))
+                .with_id("deepseek")
+                .with_api_key("sk-deepseek-FAKEKEY0123456789")
+                .with_http_options(support::http_options()),
+        );
+    let mut request = Request::new("deepseek-reasoner", vec![Message::user("Hello")]);
+    request.provider = Some("deepseek".into());
+    let response = client.complete(&request).unwrap();
+    assert_eq!(response.provider, "deepseek");
+    assert!(
+        response
+            .reasoning()
+            .unwrap()
+            .starts_with("Hmm, the user just said")
+    );
+    assert_eq!(a.requests().len(), 0);
+    assert_eq!(b.requests().len(), 1);
+}

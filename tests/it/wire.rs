@@ -1,0 +1,641 @@
+//! What every HTTP wire format of part 2 must do against a real loopback server, run for
+//! OpenAI Responses, Chat Completions and Gemini: cancel within 50 ms, retries on 429/5xx
+//! honouring `retry-after`, no retry on 401/400, the stall timeout, context-length errors,
+//! mid-stream error events, reasoning-only answers cut by the length limit, and no key in
+//! any error or `Debug` text.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use agentloop::llm::gemini::Gemini;
+use agentloop::llm::openai::OpenAi;
+use agentloop::llm::openai_chat::OpenAiChat;
+use agentloop::llm::{
+    Client, FinishKind, HttpOptions, Message, Provider, Request, Response, RetryPolicy, StreamEvent,
+};
+use agentloop::{CancelToken, ErrorKind};
+
+use crate::support::{self, GENEROUS, Reply, Server, conformance};
+
+/// A fake key of each provider's shape, so that the secret scrubber recognises it.
+pub const OPENAI_KEY: &str = "sk-proj-FAKEKEY0123456789abcdefghij";
+pub const GEMINI_KEY: &str = "AIzaFAKEKEY0123456789abcdefghijklmnopq";
+
+/// One wire format under test.
+pub struct Format {
+    pub name: &'static str,
+    /// A provider pointed at a server, with these HTTP options.
+    pub provider: fn(&Server, HttpOptions) -> Arc<dyn Provider>,
+    /// A capture that answers with text, the text, and how many of its SSE events it takes
+    /// to deliver the first text delta.
+    pub ok_capture: &'static str,
+    pub ok_text: &'static str,
+    pub events_to_first_delta: usize,
+    pub unauthorized: &'static str,
+    pub bad_request: &'static str,
+    pub rate_limited: &'static str,
+    pub server_error: &'static str,
+    pub context_length: &'static str,
+    /// A 200 stream that delivers content, then reports an error in-stream.
+    pub midstream_error: &'static str,
+    /// A 200 stream with reasoning only, cut by the output-token limit.
+    pub reasoning_then_length: &'static str,
+    pub reasoning_text: &'static str,
+}
+
+pub fn openai_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
+    Arc::new(
+        OpenAi::new(OPENAI_KEY)
+            .with_base_url(format!("{}/v1", server.url()))
+            .with_http_options(http),
+    )
+}
+
+pub fn chat_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
+    Arc::new(
+        OpenAiChat::compatible(format!("{}/v1", server.url()))
+            .with_api_key(OPENAI_KEY)
+            .with_http_options(http),
+    )
+}
+
+pub fn gemini_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
+    Arc::new(
+        Gemini::new(GEMINI_KEY)
+            .with_base_url(server.url())
+            .with_http_options(http),
+    )
+}
+
+const OPENAI_401: &str = r#"{
+  "error": {
+    "message": "Incorrect API key provided: sk-proj-FAKEKEY0123456789abcdefghij.",
+    "type": "invalid_request_error",
+    "param": null,
+    "code": "invalid_api_key"
+  }
+}"#;
+const OPENAI_400: &str = r#"{"error":{"message":"Unsupported parameter: 'foo'.","type":"invalid_request_error","param":"foo","code":"unsupported_parameter"}}"#;
+const OPENAI_429: &str = r#"{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#;
+const OPENAI_500: &str = r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}"#;
+const GEMINI_401: &str = r#"{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}"#;
+const GEMINI_400: &str = r#"{"error":{"code":400,"message":"Invalid JSON payload received. Unknown name \"foo\".","status":"INVALID_ARGUMENT"}}"#;
+const GEMINI_429: &str = r#"{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}"#;
+const GEMINI_503: &str = r#"{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}"#;
+
+pub fn formats() -> Vec<Format> {
+    vec![
+        Format {
+            name: "openai-responses",
+            provider: openai_provider,
+            ok_capture: "openai-responses/text_basic.sse",
+            ok_text: "4200 + 42 equals 4242.",
+            events_to_first_delta: 5,
+            unauthorized: OPENAI_401,
+            bad_request: OPENAI_400,
+            rate_limited: OPENAI_429,
+            server_error: OPENAI_500,
+            context_length: r#"{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}"#,
+            midstream_error: concat!(
+                "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"model\":\"gpt-test\",\"status\":\"in_progress\"}}\n\n",
+                "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[]}}\n\n",
+                "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"delta\":\"Partial\"}\n\n",
+                "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"The server had an error while processing your request.\",\"param\":null}\n\n",
+                "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":\"resp_1\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"The server had an error\"}}}\n\n",
+            ),
+            reasoning_then_length: concat!(
+                "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_2\",\"model\":\"gpt-5-test\",\"status\":\"in_progress\"}}\n\n",
+                "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"rs_1\",\"type\":\"reasoning\",\"summary\":[]}}\n\n",
+                "event: response.reasoning_summary_part.added\ndata: {\"type\":\"response.reasoning_summary_part.added\",\"item_id\":\"rs_1\",\"summary_index\":0,\"part\":{\"type\":\"summary_text\",\"text\":\"\"}}\n\n",
+                "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"item_id\":\"rs_1\",\"summary_index\":0,\"delta\":\"Counting primes\"}\n\n",
+                "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":\"rs_1\",\"type\":\"reasoning\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"Counting primes\"}],\"encrypted_content\":\"gAAAAB-enc\"}}\n\n",
+                "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"id\":\"resp_2\",\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"usage\":{\"input_tokens\":12,\"output_tokens\":50,\"output_tokens_details\":{\"reasoning_tokens\":50},\"total_tokens\":62}}}\n\n",
+            ),
+            reasoning_text: "Counting primes",
+        },
+        Format {
+            name: "openai-chat",
+            provider: chat_provider,
+            ok_capture: "openai-chat/text_with_usage.sse",
+            ok_text: "4200 + 42 equals 4242.",
+            events_to_first_delta: 2,
+            unauthorized: OPENAI_401,
+            bad_request: OPENAI_400,
+            rate_limited: OPENAI_429,
+            server_error: OPENAI_500,
+            context_length: r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130201 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+            midstream_error: concat!(
+                "data: {\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Partial\"},\"finish_reason\":null}]}\n\n",
+                "event: error\ndata: {\"error\":{\"message\":\"Service Unavailable\",\"type\":\"internal_server_error\",\"code\":\"service_unavailable\"}}\n\n",
+            ),
+            reasoning_then_length: concat!(
+                "data: {\"id\":\"c2\",\"model\":\"deepseek-reasoner\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"Counting\"},\"finish_reason\":null}]}\n\n",
+                "data: {\"id\":\"c2\",\"model\":\"deepseek-reasoner\",\"choices\":[{\"index\":0,\"delta\":{\"content\":null,\"reasoning_content\":\" primes\"},\"finish_reason\":null}]}\n\n",
+                "data: {\"id\":\"c2\",\"model\":\"deepseek-reasoner\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\",\"reasoning_content\":null},\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":50,\"total_tokens\":62,\"completion_tokens_details\":{\"reasoning_tokens\":50}}}\n\n",
+                "data: [DONE]\n\n",
+            ),
+            reasoning_text: "Counting primes",
+        },
+        Format {
+            name: "gemini",
+            provider: gemini_provider,
+            ok_capture: "gemini/text_basic.sse",
+            ok_text: "To find the sum of 4200 + 42, we can align the numbers by their place values:\n\n  4200\n+   42\n------\n  4242\n\nSo, 4200 + 42 = **4242**.",
+            events_to_first_delta: 1,
+            unauthorized: GEMINI_401,
+            bad_request: GEMINI_400,
+            rate_limited: GEMINI_429,
+            server_error: GEMINI_503,
+            context_length: r#"{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}"#,
+            midstream_error: concat!(
+                "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Partial\"}],\"role\": \"model\"},\"index\": 0}],\"responseId\": \"r1\"}\r\n\r\n",
+                "data: {\"error\": {\"code\": 500,\"message\": \"An internal error has occurred.\",\"status\": \"INTERNAL\"}}\r\n\r\n",
+            ),
+            reasoning_then_length: concat!(
+                "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Counting primes\",\"thought\": true}],\"role\": \"model\"},\"index\": 0}],\"usageMetadata\": {\"promptTokenCount\": 12,\"totalTokenCount\": 40,\"thoughtsTokenCount\": 28}}\r\n\r\n",
+                "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\"}],\"role\": \"model\"},\"finishReason\": \"MAX_TOKENS\",\"index\": 0}],\"usageMetadata\": {\"promptTokenCount\": 12,\"totalTokenCount\": 62,\"thoughtsTokenCount\": 50}}\r\n\r\n",
+            ),
+            reasoning_text: "Counting primes",
+        },
+    ]
+}
+
+pub fn request() -> Request {
+    Request::new("test-model", vec![Message::user("hello")])
+}
+
+/// A client for `format` at `server` with fast retries.
+pub fn client(format: &Format, server: &Server) -> Client {
+    client_with(format, server, support::http_options())
+}
+
+pub fn client_with(format: &Format, server: &Server, http: HttpOptions) -> Client {
+    let mut client = Client::new().with_retry_policy(support::fast_retries());
+    client.register((format.provider)(server, http));
+    client
+}
+
+pub fn capture(relative: &str) -> PathBuf {
+    conformance::dir().join(relative)
+}
+
+/// The byte offset just after the `n`-th SSE event (1-based), for LF or CRLF framing.
+pub fn after_events(bytes: &[u8], n: usize) -> usize {
+    let mut found = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let end = if bytes[i..].starts_with(b"\r\n\r\n") {
+            Some(i + 4)
+        } else if bytes[i..].starts_with(b"\n\n") {
+            Some(i + 2)
+        } else {
+            None
+        };
+        if let Some(end) = end {
+            found += 1;
+            if found == n {
+                return end;
+            }
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    panic!("the stream has fewer than {n} events");
+}
+
+/// Asserts that `response` matches `capture`'s expected result, with one documented
+/// reading: the corpus normalises a raw `stop`/`STOP` that carries tool calls (Ollama,
+/// Gemini) to `stop`, while the unified spec (§3.8: Gemini "(has tool calls) →
+/// tool_calls") and part 2's brief ask for `tool_calls`. That one difference is accepted
+/// when the response has tool calls; the raw value is still compared exactly.
+pub fn assert_conforms(capture: &Path, how: &str, response: &Response) {
+    let expected = conformance::expected_for(capture);
+    let inferred = "finish_reason_normalized: expected \"stop\", got \"tool_calls\"";
+    let diffs: Vec<String> = conformance::response_mismatches(&expected, response)
+        .into_iter()
+        .filter(|d| d != inferred || response.tool_calls().is_empty())
+        .collect();
+    assert!(
+        diffs.is_empty(),
+        "{} ({how}):\n  {}",
+        capture.display(),
+        diffs.join("\n  ")
+    );
+}
+
+/// Runs `work` on a named thread; the receiver gets its result and when it ended.
+fn spawn_timed<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> (mpsc::Receiver<(T, Instant)>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::Builder::new()
+        .name("test-wire-consumer".into())
+        .spawn(move || {
+            let result = work();
+            let _ = tx.send((result, Instant::now()));
+        })
+        .unwrap();
+    (rx, handle)
+}
+
+#[test]
+fn cancel_while_waiting_for_headers_ends_within_50ms_for_every_format() {
+    for format in formats() {
+        let server = Server::start(vec![Reply::stall()]);
+        let client = client(&format, &server);
+        let cancel = CancelToken::new();
+        let (done, worker) = {
+            let cancel = cancel.clone();
+            spawn_timed(move || client.stream_with_cancel(&request(), &cancel).map(|_| ()))
+        };
+        server.wait_for_requests(1, GENEROUS);
+        let cancelled_at = Instant::now();
+        cancel.cancel();
+        let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the request ended");
+        worker.join().unwrap();
+        let took = ended_at - cancelled_at;
+        assert_eq!(
+            result.unwrap_err().kind(),
+            ErrorKind::Aborted,
+            "{}",
+            format.name
+        );
+        assert!(
+            took < Duration::from_millis(50),
+            "{}: cancel took {took:?}",
+            format.name
+        );
+        assert!(
+            server.wait_client_closed(0, GENEROUS).is_some(),
+            "{}",
+            format.name
+        );
+        assert_eq!(server.requests().len(), 1, "{}: not retried", format.name);
+    }
+}
+
+#[test]
+fn cancel_mid_body_ends_within_50ms_for_every_format() {
+    for format in formats() {
+        let body = std::fs::read(capture(format.ok_capture)).unwrap();
+        let cut = after_events(&body, format.events_to_first_delta);
+        let server = Server::start(vec![Reply::sse(body[..cut].to_vec()).then_stall()]);
+        let client = client(&format, &server);
+        let cancel = CancelToken::new();
+        let (delta_tx, delta_rx) = mpsc::channel();
+        let (done, worker) = {
+            let cancel = cancel.clone();
+            spawn_timed(move || {
+                let stream = client.stream_with_cancel(&request(), &cancel)?;
+                let mut last = None;
+                for item in stream {
+                    match item {
+                        Ok(StreamEvent::TextDelta { .. }) => {
+                            let _ = delta_tx.send(());
+                        }
+                        Ok(_) => {}
+                        Err(err) => last = Some(err),
+                    }
+                }
+                Err::<(), _>(last.expect("the stream ended with an error"))
+            })
+        };
+        delta_rx
+            .recv_timeout(GENEROUS)
+            .unwrap_or_else(|_| panic!("{}: a text delta before the stall", format.name));
+        let cancelled_at = Instant::now();
+        cancel.cancel();
+        let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the stream ended");
+        worker.join().unwrap();
+        let took = ended_at - cancelled_at;
+        assert_eq!(
+            result.unwrap_err().kind(),
+            ErrorKind::Aborted,
+            "{}",
+            format.name
+        );
+        assert!(
+            took < Duration::from_millis(50),
+            "{}: cancel took {took:?}",
+            format.name
+        );
+        assert!(
+            server.wait_client_closed(0, GENEROUS).is_some(),
+            "{}",
+            format.name
+        );
+    }
+}
+
+#[test]
+fn rate_limits_with_retry_after_are_retried_after_the_delay_for_every_format() {
+    for format in formats() {
+        let server = Server::start(vec![
+            Reply::json(429, format.rate_limited).header("retry-after", "1"),
+            Reply::sse_file(capture(format.ok_capture)),
+        ]);
+        let response = client(&format, &server).complete(&request()).unwrap();
+        assert_eq!(response.text(), format.ok_text, "{}", format.name);
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{}: one retry", format.name);
+        let waited = requests[1].at - requests[0].at;
+        assert!(
+            waited >= Duration::from_secs(1),
+            "{}: retried after {waited:?}",
+            format.name
+        );
+    }
+}
+
+#[test]
+fn server_errors_are_retried_with_backoff_for_every_format() {
+    for format in formats() {
+        let server = Server::start(vec![
+            Reply::json(500, format.server_error),
+            Reply::json(503, format.server_error),
+            Reply::sse_file(capture(format.ok_capture)),
+        ]);
+        let policy = RetryPolicy::default()
+            .with_base_delay(Duration::from_millis(50))
+            .with_backoff_multiplier(2.0)
+            .with_jitter(false);
+        let client = client(&format, &server).with_retry_policy(policy);
+        let response = client.complete(&request()).unwrap();
+        assert_eq!(response.text(), format.ok_text, "{}", format.name);
+        let requests = server.requests();
+        assert_eq!(requests.len(), 3, "{}", format.name);
+        assert!(
+            requests[1].at - requests[0].at >= Duration::from_millis(50),
+            "{}",
+            format.name
+        );
+        assert!(
+            requests[2].at - requests[1].at >= Duration::from_millis(100),
+            "{}",
+            format.name
+        );
+    }
+}
+
+#[test]
+fn unauthorized_and_bad_request_are_not_retried_for_every_format() {
+    for format in formats() {
+        for (status, body, kind) in [
+            (401, format.unauthorized, ErrorKind::Authentication),
+            (400, format.bad_request, ErrorKind::InvalidRequest),
+        ] {
+            let server = Server::start(vec![
+                Reply::json(status, body),
+                Reply::sse_file(capture(format.ok_capture)),
+            ]);
+            let err = client(&format, &server).complete(&request()).unwrap_err();
+            assert_eq!(err.kind(), kind, "{} {status}: {err:?}", format.name);
+            assert_eq!(err.status(), Some(status));
+            assert!(!err.is_retryable());
+            assert_eq!(
+                server.requests().len(),
+                1,
+                "{} {status} was retried",
+                format.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_stream_silent_longer_than_the_stall_timeout_is_a_timeout_for_every_format() {
+    for format in formats() {
+        let body = std::fs::read(capture(format.ok_capture)).unwrap();
+        let cut = after_events(&body, format.events_to_first_delta);
+        let server = Server::start(vec![Reply::sse(body[..cut].to_vec()).then_stall()]);
+        let stall = Duration::from_millis(300);
+        let client = client_with(
+            &format,
+            &server,
+            support::http_options().with_stall_timeout(stall),
+        );
+        let started = Instant::now();
+        let items: Vec<_> = client.stream(&request()).unwrap().collect();
+        let elapsed = started.elapsed();
+        let err = items.last().unwrap().as_ref().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{}: {err:?}", format.name);
+        assert!(
+            items
+                .iter()
+                .any(|i| matches!(i, Ok(StreamEvent::TextDelta { .. })))
+        );
+        assert!(
+            elapsed >= stall - Duration::from_millis(50),
+            "{}: {elapsed:?}",
+            format.name
+        );
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "{}: timeouts are not retried",
+            format.name
+        );
+    }
+}
+
+#[test]
+fn context_length_errors_are_classified_as_such_for_every_format() {
+    for format in formats() {
+        let server = Server::start(vec![Reply::json(400, format.context_length)]);
+        let err = client(&format, &server).complete(&request()).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::ContextLength,
+            "{}: {err:?}",
+            format.name
+        );
+        assert!(!err.is_retryable());
+        assert_eq!(server.requests().len(), 1, "{}", format.name);
+    }
+}
+
+#[test]
+fn a_mid_stream_error_event_is_an_error_and_not_a_finish_for_every_format() {
+    for format in formats() {
+        let server = Server::start(vec![
+            Reply::sse(format.midstream_error),
+            Reply::sse_file(capture(format.ok_capture)),
+        ]);
+        let items: Vec<_> = client(&format, &server)
+            .stream(&request())
+            .unwrap()
+            .collect();
+        let (text, finished) = items
+            .iter()
+            .fold((String::new(), false), |(mut t, f), i| match i {
+                Ok(StreamEvent::TextDelta { delta, .. }) => {
+                    t.push_str(delta);
+                    (t, f)
+                }
+                Ok(StreamEvent::Finish { .. }) => (t, true),
+                _ => (t, f),
+            });
+        assert_eq!(text, "Partial", "{}", format.name);
+        assert!(
+            !finished,
+            "{}: an error stream must not finish normally",
+            format.name
+        );
+        let err = items.last().unwrap().as_ref().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Server, "{}: {err:?}", format.name);
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "{}: no retry after content",
+            format.name
+        );
+        // complete() reports the same error instead of a response.
+        let server = Server::start(vec![Reply::sse(format.midstream_error)]);
+        let err = client(&format, &server)
+            .with_retry_policy(RetryPolicy::none())
+            .complete(&request())
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Server, "{}", format.name);
+    }
+}
+
+#[test]
+fn a_reasoning_only_answer_cut_by_the_length_limit_is_a_length_finish_for_every_format() {
+    for format in formats() {
+        let server = Server::start(vec![Reply::sse(format.reasoning_then_length).chunk(7)]);
+        let response = client(&format, &server).complete(&request()).unwrap();
+        assert_eq!(response.text(), "", "{}", format.name);
+        assert_eq!(
+            response.reasoning().as_deref(),
+            Some(format.reasoning_text),
+            "{}",
+            format.name
+        );
+        assert_eq!(
+            response.finish_reason.reason,
+            FinishKind::Length,
+            "{}",
+            format.name
+        );
+        assert_eq!(response.usage.reasoning_tokens, Some(50), "{}", format.name);
+        assert!(response.tool_calls().is_empty());
+    }
+}
+
+#[test]
+fn the_recorded_reasoning_model_stream_with_no_visible_text_finishes_with_length() {
+    let path = capture("openai-chat/length_reasoning_model.sse");
+    let format = &formats()[1];
+    let server = Server::start(vec![Reply::sse_file(&path)]);
+    let response = client(format, &server).complete(&request()).unwrap();
+    assert_eq!(response.text(), "");
+    assert_eq!(response.finish_reason.reason, FinishKind::Length);
+    assert_eq!(response.usage.reasoning_tokens, Some(50));
+    assert_conforms(&path, "served", &response);
+}
+
+#[test]
+fn keys_never_appear_in_errors_or_debug_output_for_every_format() {
+    for format in formats() {
+        let key = if format.name == "gemini" {
+            GEMINI_KEY
+        } else {
+            OPENAI_KEY
+        };
+        // A server that echoes the key back in its error body.
+        let echo = format!(
+            r#"{{"error":{{"message":"bad key {key}","type":"invalid_request_error","status":"UNAUTHENTICATED"}}}}"#
+        );
+        let server = Server::start(vec![Reply::json(401, echo)]);
+        let provider = (format.provider)(&server, support::http_options());
+        let client = {
+            let mut c = Client::new().with_retry_policy(RetryPolicy::none());
+            c.register(provider.clone());
+            c
+        };
+        let err = client.complete(&request()).unwrap_err();
+        let shown = format!("{err} {err:?} {:?} {client:?}", err.body_excerpt());
+        assert!(!shown.contains(key), "{}: {shown}", format.name);
+        assert!(
+            shown.contains("[REDACTED]"),
+            "{}: the echo was scrubbed: {shown}",
+            format.name
+        );
+        // The key did travel, in its header and nowhere in the URL.
+        let sent = &server.requests()[0];
+        assert!(!sent.path.contains(key), "{}", format.name);
+        let header = sent
+            .header("authorization")
+            .or(sent.header("x-goog-api-key"))
+            .unwrap();
+        assert!(header.contains(key), "{}", format.name);
+    }
+}
+
+#[test]
+fn from_vars_registers_every_configured_wire_format_pointed_at_its_base_url() {
+    let openai = Server::start(vec![Reply::sse_file(capture(
+        "openai-responses/text_basic.sse",
+    ))]);
+    let gemini = Server::start(vec![Reply::sse_file(capture("gemini/text_basic.sse"))]);
+    let local = Server::start(vec![Reply::sse_file(capture(
+        "openai-chat/text_with_usage.sse",
+    ))]);
+    let vars = [
+        ("OPENAI_API_KEY", OPENAI_KEY.to_string()),
+        ("OPENAI_BASE_URL", format!("{}/v1", openai.url())),
+        ("GOOGLE_API_KEY", GEMINI_KEY.to_string()),
+        ("GOOGLE_GEMINI_BASE_URL", gemini.url()),
+        ("OPENAI_COMPATIBLE_BASE_URL", format!("{}/v1", local.url())),
+        ("OPENAI_COMPATIBLE_ID", "ollama".to_string()),
+    ];
+    let client = Client::from_vars(|name| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap()
+    .with_retry_policy(RetryPolicy::none());
+    assert_eq!(client.provider_ids(), ["gemini", "ollama", "openai"]);
+    let shown = format!("{client:?}");
+    assert!(
+        !shown.contains(OPENAI_KEY) && !shown.contains(GEMINI_KEY),
+        "{shown}"
+    );
+    // The default is the first found: OpenAI (no Anthropic key here).
+    assert_eq!(client.complete(&request()).unwrap().provider, "openai");
+    for (id, server, path) in [
+        (
+            "gemini",
+            &gemini,
+            "/v1beta/models/test-model:streamGenerateContent?alt=sse",
+        ),
+        ("ollama", &local, "/v1/chat/completions"),
+    ] {
+        let mut routed = request();
+        routed.provider = Some(id.to_string());
+        assert_eq!(client.complete(&routed).unwrap().provider, id);
+        assert_eq!(server.requests()[0].path, path);
+    }
+    assert_eq!(openai.requests()[0].path, "/v1/responses");
+    assert_eq!(
+        local.requests()[0].header("authorization"),
+        None,
+        "no key was configured"
+    );
+}
+
+#[test]
+fn from_vars_without_any_provider_is_a_configuration_error_naming_the_variables() {
+    let err = Client::from_vars(|_| None).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    for name in [
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "OPENAI_COMPATIBLE_BASE_URL",
+    ] {
+        assert!(err.message().contains(name), "{}", err.message());
+    }
+}
