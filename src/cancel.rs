@@ -21,6 +21,8 @@ struct Inner {
     next_id: AtomicU64,
     state: Mutex<Vec<(u64, Callback)>>,
     wake: Condvar,
+    /// For a child: its registration on the parent, dropped (unregistered) with the child.
+    parent_link: Mutex<Option<CancelGuard>>,
 }
 
 /// A cloneable cancellation flag with wake-ups and callbacks.
@@ -92,6 +94,7 @@ impl CancelToken {
                 next_id: AtomicU64::new(1),
                 state: Mutex::new(Vec::new()),
                 wake: Condvar::new(),
+                parent_link: Mutex::new(None),
             }),
         }
     }
@@ -151,10 +154,10 @@ impl CancelToken {
                 CancelToken { inner }.cancel();
             }
         });
-        // The registration lives as long as the parent; it holds only a weak reference to
-        // the child, so a dropped child costs one small entry until the parent is dropped
-        // or cancelled.
-        std::mem::forget(guard);
+        // The child owns its registration on the parent: dropping the last clone of the
+        // child unregisters it, so a long-lived parent does not collect dead entries. The
+        // registration holds only a weak reference to the child (no cycle).
+        *lock(&child.inner.parent_link) = Some(guard);
         child
     }
 
@@ -222,6 +225,20 @@ mod tests {
         let second = parent.child();
         parent.cancel();
         assert!(second.is_cancelled());
+    }
+
+    #[test]
+    fn dropped_children_unregister_from_their_parent() {
+        let parent = CancelToken::new();
+        for _ in 0..100 {
+            let child = parent.child();
+            drop(child);
+        }
+        assert!(lock(&parent.inner.state).is_empty());
+        let kept = parent.child();
+        assert_eq!(lock(&parent.inner.state).len(), 1);
+        parent.cancel();
+        assert!(kept.is_cancelled());
     }
 
     #[test]
