@@ -8,6 +8,7 @@ mod exec_env;
 mod exec_files;
 mod exec_process;
 mod gemini;
+mod invariants;
 mod openai;
 mod openai_chat;
 mod prompt;
