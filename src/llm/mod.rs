@@ -19,6 +19,7 @@ mod base64;
 pub mod client;
 mod http;
 pub use http::HttpOptions;
+mod wire;
 
 pub mod anthropic;
 pub mod gemini;

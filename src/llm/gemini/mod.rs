@@ -57,7 +57,7 @@ use serde_json::Value;
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result, scrub_secrets};
 use crate::llm::http::{self, Decoder, EventIter, HttpRequest, WireFormat};
-use crate::llm::openai::{check_header_value, decode_body};
+use crate::llm::wire::{check_header_value, decode_body};
 use crate::llm::{HttpOptions, Provider, Request, Response};
 
 pub(crate) use stream::GeminiDecoder;

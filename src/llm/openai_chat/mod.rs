@@ -46,8 +46,9 @@ use serde_json::Value;
 use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
 use crate::llm::http::{self, Decoder, EventIter, HttpRequest, WireFormat};
-use crate::llm::openai::{
-    check_header_value, decode_body, image_url, openai_error, serialize_with_options,
+use crate::llm::openai::openai_error;
+use crate::llm::wire::{
+    check_header_value, decode_body, image_url, serialize_with_options, system_text,
 };
 use crate::llm::{
     ContentPart, HttpOptions, ImageData, Message, Provider, Request, Response, Role, ToolChoice,
@@ -341,18 +342,7 @@ struct ChatFunction<'a> {
 }
 
 fn request_body(request: &Request, provider_id: &str, openai_host: bool) -> Result<Vec<u8>> {
-    let mut system = String::new();
-    for message in &request.messages {
-        if matches!(message.role, Role::System | Role::Developer) {
-            let text = message.text();
-            if !text.is_empty() {
-                if !system.is_empty() {
-                    system.push_str("\n\n");
-                }
-                system.push_str(&text);
-            }
-        }
-    }
+    let system = system_text(&request.messages);
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !system.is_empty() {
         messages.push(ChatMessage {
