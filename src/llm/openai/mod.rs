@@ -182,6 +182,4 @@ pub fn decode_stream(body: &[u8]) -> Result<Response> {
 }
 
 #[cfg(test)]
-pub(crate) mod test_support;
-#[cfg(test)]
 mod tests;
