@@ -3,6 +3,7 @@
 
 pub mod conformance;
 pub mod server;
+pub mod tree_cases;
 
 use std::time::Duration;
 
