@@ -5,17 +5,20 @@
 //! any error or `Debug` text.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agentloop::ErrorKind;
 use agentloop::llm::gemini::Gemini;
 use agentloop::llm::openai::OpenAi;
 use agentloop::llm::openai_chat::OpenAiChat;
 use agentloop::llm::{
     Client, FinishKind, HttpOptions, Message, Provider, Request, Response, RetryPolicy, StreamEvent,
 };
-use agentloop::{CancelToken, ErrorKind};
 
+use crate::support::cancel::{
+    after_events, cancel_after_the_first_text_delta, cancel_while_waiting_for_headers,
+};
 use crate::support::{self, GENEROUS, Reply, Server, conformance};
 
 /// A fake key of each provider's shape, so that the secret scrubber recognises it.
@@ -180,31 +183,6 @@ pub fn capture(relative: &str) -> PathBuf {
     conformance::dir().join(relative)
 }
 
-/// The byte offset just after the `n`-th SSE event (1-based), for LF or CRLF framing.
-pub fn after_events(bytes: &[u8], n: usize) -> usize {
-    let mut found = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        let end = if bytes[i..].starts_with(b"\r\n\r\n") {
-            Some(i + 4)
-        } else if bytes[i..].starts_with(b"\n\n") {
-            Some(i + 2)
-        } else {
-            None
-        };
-        if let Some(end) = end {
-            found += 1;
-            if found == n {
-                return end;
-            }
-            i = end;
-        } else {
-            i += 1;
-        }
-    }
-    panic!("the stream has fewer than {n} events");
-}
-
 /// Asserts that `response` matches `capture`'s expected result, with one documented
 /// reading: the corpus normalises a raw `stop`/`STOP` that carries tool calls (Ollama,
 /// Gemini) to `stop`, while the unified spec (§3.8: Gemini "(has tool calls) →
@@ -225,37 +203,12 @@ pub fn assert_conforms(capture: &Path, how: &str, response: &Response) {
     );
 }
 
-/// Runs `work` on a named thread; the receiver gets its result and when it ended.
-fn spawn_timed<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> (mpsc::Receiver<(T, Instant)>, std::thread::JoinHandle<()>) {
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::Builder::new()
-        .name("test-wire-consumer".into())
-        .spawn(move || {
-            let result = work();
-            let _ = tx.send((result, Instant::now()));
-        })
-        .unwrap();
-    (rx, handle)
-}
-
 #[test]
 fn cancel_while_waiting_for_headers_ends_within_50ms_for_every_format() {
     for format in formats() {
         let server = Server::start(vec![Reply::stall()]);
-        let client = client(&format, &server);
-        let cancel = CancelToken::new();
-        let (done, worker) = {
-            let cancel = cancel.clone();
-            spawn_timed(move || client.stream_with_cancel(&request(), &cancel).map(|_| ()))
-        };
-        server.wait_for_requests(1, GENEROUS);
-        let cancelled_at = Instant::now();
-        cancel.cancel();
-        let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the request ended");
-        worker.join().unwrap();
-        let took = ended_at - cancelled_at;
+        let (result, took) =
+            cancel_while_waiting_for_headers(&server, client(&format, &server), request());
         assert_eq!(
             result.unwrap_err().kind(),
             ErrorKind::Aborted,
@@ -282,34 +235,7 @@ fn cancel_mid_body_ends_within_50ms_for_every_format() {
         let body = std::fs::read(capture(format.ok_capture)).unwrap();
         let cut = after_events(&body, format.events_to_first_delta);
         let server = Server::start(vec![Reply::sse(body[..cut].to_vec()).then_stall()]);
-        let client = client(&format, &server);
-        let cancel = CancelToken::new();
-        let (delta_tx, delta_rx) = mpsc::channel();
-        let (done, worker) = {
-            let cancel = cancel.clone();
-            spawn_timed(move || {
-                let stream = client.stream_with_cancel(&request(), &cancel)?;
-                let mut last = None;
-                for item in stream {
-                    match item {
-                        Ok(StreamEvent::TextDelta { .. }) => {
-                            let _ = delta_tx.send(());
-                        }
-                        Ok(_) => {}
-                        Err(err) => last = Some(err),
-                    }
-                }
-                Err::<(), _>(last.expect("the stream ended with an error"))
-            })
-        };
-        delta_rx
-            .recv_timeout(GENEROUS)
-            .unwrap_or_else(|_| panic!("{}: a text delta before the stall", format.name));
-        let cancelled_at = Instant::now();
-        cancel.cancel();
-        let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the stream ended");
-        worker.join().unwrap();
-        let took = ended_at - cancelled_at;
+        let (result, took) = cancel_after_the_first_text_delta(client(&format, &server), request());
         assert_eq!(
             result.unwrap_err().kind(),
             ErrorKind::Aborted,

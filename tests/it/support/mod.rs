@@ -1,7 +1,9 @@
 //! Test support: a loopback HTTP server, the conformance checker, client builders.
 #![allow(dead_code)]
 
+pub mod cancel;
 pub mod conformance;
+pub mod served;
 pub mod server;
 pub mod tree_cases;
 
