@@ -6,8 +6,8 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use agentloop::CancelToken;
 use agentloop::llm::{Client, Request, StreamEvent};
+use agentloop::{CancelToken, ErrorKind};
 
 use super::{GENEROUS, Server};
 
@@ -106,4 +106,23 @@ pub fn cancel_after_the_first_text_delta(
     let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the stream ended");
     worker.join().unwrap();
     (result, ended_at - cancelled_at)
+}
+
+/// Asserts that a cancelled call (`what`, for messages) ended as
+/// [`ErrorKind::Aborted`] within 50 ms of the cancel and that `server` saw the connection
+/// closed.
+pub fn assert_aborted_within_50ms(
+    what: &str,
+    (result, took): (agentloop::Result<()>, Duration),
+    server: &Server,
+) {
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::Aborted, "{what}");
+    assert!(
+        took < Duration::from_millis(50),
+        "{what}: cancel took {took:?}"
+    );
+    assert!(
+        server.wait_client_closed(0, GENEROUS).is_some(),
+        "{what}: the server did not see the connection closed"
+    );
 }
