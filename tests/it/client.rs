@@ -173,9 +173,10 @@ fn hang_up_after_two_delivered_events_ends_the_stream_with_a_stream_error_and_no
     );
 }
 
-#[test]
-fn hang_up_before_any_byte_is_retried() {
-    let server = Server::start(vec![Reply::hang_up(), Reply::sse(text_basic())]);
+/// Serves `first`, then the `text_basic` capture: the client must retry once and answer
+/// from the second reply.
+fn assert_retried_once(first: Reply) {
+    let server = Server::start(vec![first, Reply::sse(text_basic())]);
     let response = support::anthropic_client(&server)
         .complete(&request())
         .unwrap();
@@ -184,28 +185,19 @@ fn hang_up_before_any_byte_is_retried() {
 }
 
 #[test]
+fn hang_up_before_any_byte_is_retried() {
+    assert_retried_once(Reply::hang_up());
+}
+
+#[test]
 fn hang_up_inside_the_first_event_is_retried() {
-    let body = text_basic();
-    let server = Server::start(vec![
-        Reply::sse(body.clone()).hang_up_after(40),
-        Reply::sse(body),
-    ]);
-    let response = support::anthropic_client(&server)
-        .complete(&request())
-        .unwrap();
-    assert_eq!(response.text(), "4200 + 42 = 4242");
-    assert_eq!(server.requests().len(), 2);
+    assert_retried_once(Reply::sse(text_basic()).hang_up_after(40));
 }
 
 #[test]
 fn an_overloaded_error_event_before_any_output_is_retried() {
     let error_event = format!("event: error\ndata: {}\n\n", overloaded_body());
-    let server = Server::start(vec![Reply::sse(error_event), Reply::sse(text_basic())]);
-    let response = support::anthropic_client(&server)
-        .complete(&request())
-        .unwrap();
-    assert_eq!(response.text(), "4200 + 42 = 4242");
-    assert_eq!(server.requests().len(), 2);
+    assert_retried_once(Reply::sse(error_event));
 }
 
 #[test]
