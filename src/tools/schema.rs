@@ -129,7 +129,12 @@ fn check<'a>(
     problems: &mut Vec<String>,
 ) {
     let types = type_names(schema);
-    if !types.is_empty() && !types.iter().any(|t| has_type(value, t)) {
+    let wrong_type = !types.is_empty() && !types.iter().any(|t| has_type(value, t));
+    let not_allowed = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .is_some_and(|allowed| !allowed.iter().any(|a| same_value(a, value)));
+    if wrong_type || not_allowed {
         problems.push(format!(
             "{} must be {}, got {}",
             path_text(path),
@@ -137,17 +142,6 @@ fn check<'a>(
             show(value)
         ));
         return;
-    }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.iter().any(|a| same_value(a, value)) {
-            problems.push(format!(
-                "{} must be {}, got {}",
-                path_text(path),
-                describe(schema),
-                show(value)
-            ));
-            return;
-        }
     }
     if let Some(number) = value.as_f64() {
         let below = schema
