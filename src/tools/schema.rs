@@ -134,7 +134,14 @@ fn check<'a>(
         .get("enum")
         .and_then(Value::as_array)
         .is_some_and(|allowed| !allowed.iter().any(|a| same_value(a, value)));
-    if wrong_type || not_allowed {
+    let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
+    let out_of_range = value.as_f64().is_some_and(|number| {
+        bound("minimum").is_some_and(|min| number < min)
+            || bound("maximum").is_some_and(|max| number > max)
+    });
+    // One message for all three: `describe` states what is accepted (the allowed values,
+    // or the type with its range).
+    if wrong_type || not_allowed || out_of_range {
         problems.push(format!(
             "{} must be {}, got {}",
             path_text(path),
@@ -142,25 +149,6 @@ fn check<'a>(
             show(value)
         ));
         return;
-    }
-    if let Some(number) = value.as_f64() {
-        let below = schema
-            .get("minimum")
-            .and_then(Value::as_f64)
-            .is_some_and(|min| number < min);
-        let above = schema
-            .get("maximum")
-            .and_then(Value::as_f64)
-            .is_some_and(|max| number > max);
-        if below || above {
-            problems.push(format!(
-                "{} must be {}, got {}",
-                path_text(path),
-                describe(schema),
-                show(value)
-            ));
-            return;
-        }
     }
     match value {
         Value::Object(map) => check_object(map, schema, path, problems),
