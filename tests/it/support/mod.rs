@@ -1,4 +1,6 @@
 //! Test support: a loopback HTTP server, the conformance checker, client builders.
+// Each test module uses its own part of the support code (and the benches include some
+// files by path), so some items go unused in any one build.
 #![allow(dead_code)]
 
 pub mod cancel;
