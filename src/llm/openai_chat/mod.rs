@@ -214,7 +214,7 @@ impl WireFormat for OpenAiChat {
                 "{} (no api key is configured for this provider)",
                 error.message()
             );
-            return rebuild_with_message(error, message);
+            return error.with_message(message);
         }
         error
     }
@@ -226,26 +226,6 @@ impl WireFormat for OpenAiChat {
 /// An offline utility for tests, recorded transcripts and benchmarks: no I/O happens.
 pub fn decode_stream(body: &[u8]) -> Result<Response> {
     decode_body(&mut ChatDecoder::new(DEFAULT_ID), body)
-}
-
-fn rebuild_with_message(error: Error, message: String) -> Error {
-    let mut rebuilt = Error::new(error.kind(), message);
-    if let Some(p) = error.provider() {
-        rebuilt = rebuilt.with_provider(p.to_string());
-    }
-    if let Some(s) = error.status() {
-        rebuilt = rebuilt.with_status(s);
-    }
-    if let Some(c) = error.code() {
-        rebuilt = rebuilt.with_code(c.to_string());
-    }
-    if let Some(b) = error.body_excerpt() {
-        rebuilt = rebuilt.with_body(b);
-    }
-    if let Some(r) = error.retry_after() {
-        rebuilt = rebuilt.with_retry_after(r);
-    }
-    rebuilt
 }
 
 // ---------------------------------------------------------------------------------------
