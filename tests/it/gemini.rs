@@ -1,17 +1,14 @@
 //! The Gemini format against recorded streams and a loopback server.
 
-use agentloop::llm::gemini::{Gemini, decode_stream};
+use agentloop::llm::gemini::decode_stream;
 use agentloop::llm::{Client, Message, Request, ToolResult};
 
+use crate::support::providers::{self, GEMINI_KEY};
 use crate::support::{self, Reply, Server, conformance, served};
-use crate::wire::{self, GEMINI_KEY, assert_conforms};
+use crate::wire::{self, assert_conforms};
 
 fn client(server: &Server) -> Client {
-    support::client_for(
-        Gemini::new(GEMINI_KEY)
-            .with_base_url(server.url())
-            .with_http_options(support::http_options()),
-    )
+    support::client_for(providers::gemini(server))
 }
 
 #[test]

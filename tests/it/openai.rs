@@ -1,17 +1,14 @@
 //! The OpenAI Responses format against recorded streams and a loopback server.
 
-use agentloop::llm::openai::{OpenAi, decode_stream};
+use agentloop::llm::openai::decode_stream;
 use agentloop::llm::{Client, Message, Request, StreamEvent};
 
+use crate::support::providers::{self, OPENAI_KEY};
 use crate::support::{self, Reply, Server, conformance, served};
-use crate::wire::{self, OPENAI_KEY, assert_conforms};
+use crate::wire::{self, assert_conforms};
 
 fn client(server: &Server) -> Client {
-    support::client_for(
-        OpenAi::new(OPENAI_KEY)
-            .with_base_url(format!("{}/v1", server.url()))
-            .with_http_options(support::http_options()),
-    )
+    support::client_for(providers::openai(server))
 }
 
 #[test]

@@ -4,17 +4,12 @@
 use agentloop::llm::openai_chat::{OpenAiChat, decode_stream};
 use agentloop::llm::{Client, Message, Request};
 
+use crate::support::providers;
 use crate::support::{self, Reply, Server, conformance, served};
-use crate::wire::{self, OPENAI_KEY, assert_conforms};
-
-fn provider(server: &Server) -> OpenAiChat {
-    OpenAiChat::compatible(format!("{}/v1", server.url()))
-        .with_api_key(OPENAI_KEY)
-        .with_http_options(support::http_options())
-}
+use crate::wire::{self, assert_conforms};
 
 fn client(server: &Server) -> Client {
-    support::client_for(provider(server))
+    support::client_for(providers::openai_chat(server))
 }
 
 #[test]

@@ -9,9 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentloop::ErrorKind;
-use agentloop::llm::gemini::Gemini;
-use agentloop::llm::openai::OpenAi;
-use agentloop::llm::openai_chat::OpenAiChat;
 use agentloop::llm::{
     Client, FinishKind, HttpOptions, Message, Provider, Request, Response, RetryPolicy, StreamEvent,
 };
@@ -20,11 +17,8 @@ use crate::support::cancel::{
     after_events, assert_aborted_within_50ms, cancel_after_the_first_text_delta,
     cancel_while_waiting_for_headers,
 };
+use crate::support::providers::{self, GEMINI_KEY, OPENAI_KEY};
 use crate::support::{self, Reply, Server, conformance};
-
-/// A fake key of each provider's shape, so that the secret scrubber recognises it.
-pub const OPENAI_KEY: &str = "sk-proj-FAKEKEY0123456789abcdefghij";
-pub const GEMINI_KEY: &str = "AIzaFAKEKEY0123456789abcdefghijklmnopq";
 
 /// One wire format under test.
 pub struct Format {
@@ -48,30 +42,6 @@ pub struct Format {
     pub reasoning_text: &'static str,
 }
 
-pub fn openai_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
-    Arc::new(
-        OpenAi::new(OPENAI_KEY)
-            .with_base_url(format!("{}/v1", server.url()))
-            .with_http_options(http),
-    )
-}
-
-pub fn chat_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
-    Arc::new(
-        OpenAiChat::compatible(format!("{}/v1", server.url()))
-            .with_api_key(OPENAI_KEY)
-            .with_http_options(http),
-    )
-}
-
-pub fn gemini_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
-    Arc::new(
-        Gemini::new(GEMINI_KEY)
-            .with_base_url(server.url())
-            .with_http_options(http),
-    )
-}
-
 const OPENAI_401: &str = r#"{
   "error": {
     "message": "Incorrect API key provided: sk-proj-FAKEKEY0123456789abcdefghij.",
@@ -92,7 +62,7 @@ pub fn formats() -> Vec<Format> {
     vec![
         Format {
             name: "openai-responses",
-            provider: openai_provider,
+            provider: |server, http| Arc::new(providers::openai(server).with_http_options(http)),
             ok_capture: "openai-responses/text_basic.sse",
             ok_text: "4200 + 42 equals 4242.",
             events_to_first_delta: 5,
@@ -120,7 +90,9 @@ pub fn formats() -> Vec<Format> {
         },
         Format {
             name: "openai-chat",
-            provider: chat_provider,
+            provider: |server, http| {
+                Arc::new(providers::openai_chat(server).with_http_options(http))
+            },
             ok_capture: "openai-chat/text_with_usage.sse",
             ok_text: "4200 + 42 equals 4242.",
             events_to_first_delta: 2,
@@ -143,7 +115,7 @@ pub fn formats() -> Vec<Format> {
         },
         Format {
             name: "gemini",
-            provider: gemini_provider,
+            provider: |server, http| Arc::new(providers::gemini(server).with_http_options(http)),
             ok_capture: "gemini/text_basic.sse",
             ok_text: "To find the sum of 4200 + 42, we can align the numbers by their place values:\n\n  4200\n+   42\n------\n  4242\n\nSo, 4200 + 42 = **4242**.",
             events_to_first_delta: 1,

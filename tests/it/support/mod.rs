@@ -5,6 +5,7 @@
 
 pub mod cancel;
 pub mod conformance;
+pub mod providers;
 pub mod served;
 pub mod server;
 pub mod tree_cases;
