@@ -155,6 +155,13 @@ impl Error {
         self
     }
 
+    /// Replaces the message, keeping everything else (for an adapter that adds what only it
+    /// knows to a classified error).
+    pub(crate) fn with_message(mut self, message: impl Into<String>) -> Error {
+        self.inner.message = message.into();
+        self
+    }
+
     /// Sets the underlying cause.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
         self.inner.source = Some(Box::new(source));

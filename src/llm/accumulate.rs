@@ -259,7 +259,6 @@ impl ResponseBuilder {
 
     /// A complete tool call in one piece (Gemini): emits `ToolCallStart` and
     /// `ToolCallEnd`.
-    #[allow(dead_code)] // for the other wire formats (OpenAI, Gemini)
     pub(crate) fn tool_call_whole(&mut self, call: ToolCall, out: &mut Vec<StreamEvent>) -> Slot {
         self.ensure_started(out);
         out.push(StreamEvent::ToolCallStart {
@@ -273,7 +272,6 @@ impl ResponseBuilder {
     }
 
     /// The part behind `slot`, to set provider details (`item_id`, `signature`, `kind`).
-    #[allow(dead_code)] // for the other wire formats (OpenAI, Gemini)
     pub(crate) fn part_mut(&mut self, slot: Slot) -> Option<&mut ContentPart> {
         self.response.message.content.get_mut(slot.0)
     }
@@ -317,14 +315,7 @@ impl ResponseBuilder {
         self.response.finish_reason = reason;
     }
 
-    /// The finish reason set so far.
-    #[allow(dead_code)] // for the other wire formats (OpenAI, Gemini)
-    pub(crate) fn finish_reason(&self) -> &FinishReason {
-        &self.response.finish_reason
-    }
-
     /// Whether any tool call has been started.
-    #[allow(dead_code)] // for the other wire formats (OpenAI, Gemini)
     pub(crate) fn has_tool_calls(&self) -> bool {
         self.response
             .message
@@ -336,12 +327,6 @@ impl ResponseBuilder {
     /// Records a non-fatal issue on the response.
     pub(crate) fn warn(&mut self, warning: impl Into<String>) {
         self.response.warnings.push(warning.into());
-    }
-
-    /// The response as accumulated so far.
-    #[allow(dead_code)] // for the other wire formats (OpenAI, Gemini)
-    pub(crate) fn response(&self) -> &Response {
-        &self.response
     }
 
     /// Closes open segments, completes the usage and emits `Finish` (once).
@@ -440,7 +425,7 @@ mod tests {
                 "finish"
             ]
         );
-        let r = b.response();
+        let r = &b.response;
         assert_eq!(r.text(), "hi");
         assert_eq!(r.reasoning().as_deref(), Some("hmm"));
         let calls = r.tool_calls();

@@ -575,6 +575,17 @@ pub(crate) fn error_body_fields(body: &str) -> (Option<String>, Option<String>) 
     (message, code)
 }
 
+/// The message of an error whose body gives none: the start of the body, or, for an empty
+/// body, that it was empty (`status` is `None` for an error inside a 200 stream).
+pub(crate) fn message_from_body(body: &str, status: Option<u16>) -> String {
+    let body = body.trim();
+    match status {
+        _ if !body.is_empty() => body.chars().take(200).collect(),
+        Some(status) => format!("http status {status} with an empty body"),
+        None => "the stream reported an error".to_string(),
+    }
+}
+
 /// `text` with every occurrence of `key` replaced by `[REDACTED]`, for error bodies from
 /// servers that echo the key back (keys shorter than 8 characters are not searched for:
 /// they would match ordinary words).
@@ -596,11 +607,7 @@ pub(crate) fn error_from_status(
     body: &str,
 ) -> Error {
     let (message, code) = error_body_fields(body);
-    let message = match message {
-        Some(m) => scrub_secrets(&m),
-        None if body.trim().is_empty() => format!("http status {status} with an empty body"),
-        None => scrub_secrets(&body.trim().chars().take(200).collect::<String>()),
-    };
+    let message = scrub_secrets(&message.unwrap_or_else(|| message_from_body(body, Some(status))));
     let kind = classify(status, &message);
     let mut err = Error::new(kind, message)
         .with_provider(provider)

@@ -19,6 +19,9 @@ mod base64;
 pub mod client;
 mod http;
 pub use http::HttpOptions;
+#[cfg(test)]
+mod test_support;
+mod wire;
 
 pub mod anthropic;
 pub mod gemini;

@@ -1,6 +1,8 @@
-//! Reading validated tool arguments and resolving the paths they name. Helpers for the
-//! executors; they never touch the filesystem.
+//! Reading validated tool arguments, resolving the paths they name, and the first look at
+//! those paths (does it exist, is it a directory) that several tools share. Helpers for the
+//! executors; they reach files only through the execution environment and never write.
 
+use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -69,6 +71,69 @@ pub(crate) fn resolve_path(ctx: &ToolContext<'_>, raw: &str) -> Result<PathBuf, 
         ));
     }
     Ok(full)
+}
+
+/// Where a search tool (`grep`, `glob`) looks: its optional `path` argument.
+pub(crate) struct SearchRoot<'a> {
+    /// The argument as given (`.` when absent), for messages.
+    pub(crate) raw: &'a str,
+    /// The resolved path.
+    pub(crate) path: PathBuf,
+    /// Whether it is a directory.
+    pub(crate) is_dir: bool,
+}
+
+/// Resolves the optional `path` argument of a search tool (the working directory when
+/// absent) and checks that it exists; `expected` says what it should be ("a directory")
+/// in the error for a missing one.
+pub(crate) fn search_root<'a>(
+    ctx: &ToolContext<'_>,
+    args: &'a Map<String, Value>,
+    expected: &str,
+) -> Result<SearchRoot<'a>, String> {
+    let raw = optional_str(args, "path").unwrap_or(".");
+    let path = resolve_path(ctx, raw)?;
+    match ctx.env.stat(&path) {
+        Ok(stat) => Ok(SearchRoot {
+            raw,
+            path,
+            is_dir: stat.is_dir,
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(format!(
+            "{raw} does not exist; give {expected} inside the working directory"
+        )),
+        Err(e) => Err(format!("could not search {raw}: {e}")),
+    }
+}
+
+/// The bytes of the file at `path` (`shown` in messages), `None` when nothing is there;
+/// a directory is the error "`shown` is a directory; `on_directory`".
+pub(crate) fn read_existing(
+    ctx: &ToolContext<'_>,
+    path: &Path,
+    shown: &str,
+    on_directory: &str,
+) -> Result<Option<Vec<u8>>, String> {
+    match ctx.env.stat(path) {
+        Ok(stat) if stat.is_dir => Err(format!("{shown} is a directory; {on_directory}")),
+        Ok(_) => ctx
+            .env
+            .read_bytes(path)
+            .map(Some)
+            .map_err(|e| format!("could not read {shown}: {e}")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("could not read {shown}: {e}")),
+    }
+}
+
+/// A path a search found, `relative` to a directory shown as `base` (from
+/// [`display_path`]), as the model sees it.
+pub(crate) fn join_display(base: &str, relative: &str) -> String {
+    if base == "." {
+        relative.to_string()
+    } else {
+        format!("{base}/{relative}")
+    }
 }
 
 /// `path` relative to the working directory when it is inside it, else as is.

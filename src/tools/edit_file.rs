@@ -23,8 +23,6 @@
 //! An empty `old_string` creates a new file with `new_string` as its content when the file
 //! does not exist (or is empty), as in Claude Code; on a file with content it is an error.
 
-use std::io;
-
 use serde_json::json;
 
 use super::text::{self, BOM, Fuzz};
@@ -99,20 +97,7 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
     let new = args::required_str(args, "new_string")?;
     let replace_all = args::optional_bool(args, "replace_all").unwrap_or(false);
     let path = args::resolve_path(ctx, raw_path)?;
-    let existing = match ctx.env.stat(&path) {
-        Ok(stat) if stat.is_dir => {
-            return Err(format!(
-                "{raw_path} is a directory; give the path of a file"
-            ));
-        }
-        Ok(_) => Some(
-            ctx.env
-                .read_bytes(&path)
-                .map_err(|e| format!("could not read {raw_path}: {e}"))?,
-        ),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("could not read {raw_path}: {e}")),
-    };
+    let existing = args::read_existing(ctx, &path, raw_path, "give the path of a file")?;
     if old.is_empty() {
         return create(ctx, &path, raw_path, new, existing.as_deref());
     }

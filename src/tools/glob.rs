@@ -51,23 +51,14 @@ pub fn tool() -> RegisteredTool {
 fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
     let args = args::json(&input)?;
     let pattern = args::required_str(args, "pattern")?;
-    let raw_path = args::optional_str(args, "path").unwrap_or(".");
-    let path = args::resolve_path(ctx, raw_path)?;
-    match ctx.env.stat(&path) {
-        Ok(stat) if !stat.is_dir => {
-            return Err(format!(
-                "{raw_path} is a file; give a directory as path, or put the file name in the pattern"
-            ));
-        }
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(format!(
-                "{raw_path} does not exist; give a directory inside the working directory"
-            ));
-        }
-        Err(e) => return Err(format!("could not search {raw_path}: {e}")),
+    let root = args::search_root(ctx, args, "a directory")?;
+    if !root.is_dir {
+        return Err(format!(
+            "{} is a file; give a directory as path, or put the file name in the pattern",
+            root.raw
+        ));
     }
-    let files = ctx.env.glob(pattern, &path).map_err(|e| {
+    let files = ctx.env.glob(pattern, &root.path).map_err(|e| {
         if e.kind() == io::ErrorKind::InvalidInput {
             e.to_string()
         } else {
@@ -79,16 +70,10 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
             "No files found matching `{pattern}`."
         )));
     }
-    let base = args::display_path(ctx, &path);
+    let base = args::display_path(ctx, &root.path);
     let lines: Vec<String> = files
         .iter()
-        .map(|file| {
-            if base == "." {
-                file.clone()
-            } else {
-                format!("{base}/{file}")
-            }
-        })
+        .map(|file| args::join_display(&base, file))
         .collect();
     Ok(ToolOutput::text(lines.join("\n")))
 }

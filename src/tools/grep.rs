@@ -72,17 +72,7 @@ pub fn tool() -> RegisteredTool {
 fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
     let args = args::json(&input)?;
     let pattern = args::required_str(args, "pattern")?;
-    let raw_path = args::optional_str(args, "path").unwrap_or(".");
-    let path = args::resolve_path(ctx, raw_path)?;
-    let is_dir = match ctx.env.stat(&path) {
-        Ok(stat) => stat.is_dir,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(format!(
-                "{raw_path} does not exist; give a directory or file inside the working directory"
-            ));
-        }
-        Err(e) => return Err(format!("could not search {raw_path}: {e}")),
-    };
+    let root = args::search_root(ctx, args, "a directory or file")?;
     let max_results = args::optional_u64(args, "max_results").unwrap_or(DEFAULT_MAX_RESULTS);
     let options = GrepOptions {
         case_insensitive: args::optional_bool(args, "case_insensitive").unwrap_or(false),
@@ -90,7 +80,7 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
         max_results: usize::try_from(max_results).unwrap_or(usize::MAX),
         ..GrepOptions::default()
     };
-    let output = ctx.env.grep(pattern, &path, &options).map_err(|e| {
+    let output = ctx.env.grep(pattern, &root.path, &options).map_err(|e| {
         if e.kind() == io::ErrorKind::InvalidInput {
             format!(
                 "{e}. Fix the pattern or glob_filter (Rust regex syntax: escape `(`, `[`, `.`, \
@@ -105,23 +95,15 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
             "No matches found for `{pattern}`."
         )));
     }
-    let base = if is_dir {
-        args::display_path(ctx, &path)
-    } else {
-        String::new()
-    };
+    // A directory's matches name files below it; a file's matches all name the file.
+    let base = args::display_path(ctx, &root.path);
     let mut out = String::new();
     for m in &output.matches {
-        let shown_path = if is_dir {
-            if base == "." {
-                m.path.clone()
-            } else {
-                format!("{base}/{}", m.path)
-            }
+        if root.is_dir {
+            out.push_str(&args::join_display(&base, &m.path));
         } else {
-            args::display_path(ctx, &path)
-        };
-        out.push_str(&shown_path);
+            out.push_str(&base);
+        }
         out.push(':');
         out.push_str(&m.line_number.to_string());
         out.push(':');

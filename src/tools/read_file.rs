@@ -77,8 +77,10 @@ pub fn tool() -> RegisteredTool {
 fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
     let args = args::json(&input)?;
     let raw_path = args::required_str(args, "file_path")?;
-    let offset = args::optional_u64(args, "offset").map(|n| n.max(1) as usize);
-    let limit = args::optional_u64(args, "limit").map_or(DEFAULT_LIMIT, |n| n.max(1) as usize);
+    // Line counts past usize::MAX (on 32-bit targets) mean "to the end", not a wrapped number.
+    let line_count = |n: u64| usize::try_from(n.max(1)).unwrap_or(usize::MAX);
+    let offset = args::optional_u64(args, "offset").map(line_count);
+    let limit = args::optional_u64(args, "limit").map_or(DEFAULT_LIMIT, line_count);
     let path = args::resolve_path(ctx, raw_path)?;
     let stat = match ctx.env.stat(&path) {
         Ok(stat) => stat,

@@ -129,7 +129,19 @@ fn check<'a>(
     problems: &mut Vec<String>,
 ) {
     let types = type_names(schema);
-    if !types.is_empty() && !types.iter().any(|t| has_type(value, t)) {
+    let wrong_type = !types.is_empty() && !types.iter().any(|t| has_type(value, t));
+    let not_allowed = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .is_some_and(|allowed| !allowed.iter().any(|a| same_value(a, value)));
+    let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
+    let out_of_range = value.as_f64().is_some_and(|number| {
+        bound("minimum").is_some_and(|min| number < min)
+            || bound("maximum").is_some_and(|max| number > max)
+    });
+    // One message for all three: `describe` states what is accepted (the allowed values,
+    // or the type with its range).
+    if wrong_type || not_allowed || out_of_range {
         problems.push(format!(
             "{} must be {}, got {}",
             path_text(path),
@@ -137,36 +149,6 @@ fn check<'a>(
             show(value)
         ));
         return;
-    }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.iter().any(|a| same_value(a, value)) {
-            problems.push(format!(
-                "{} must be {}, got {}",
-                path_text(path),
-                describe(schema),
-                show(value)
-            ));
-            return;
-        }
-    }
-    if let Some(number) = value.as_f64() {
-        let below = schema
-            .get("minimum")
-            .and_then(Value::as_f64)
-            .is_some_and(|min| number < min);
-        let above = schema
-            .get("maximum")
-            .and_then(Value::as_f64)
-            .is_some_and(|max| number > max);
-        if below || above {
-            problems.push(format!(
-                "{} must be {}, got {}",
-                path_text(path),
-                describe(schema),
-                show(value)
-            ));
-            return;
-        }
     }
     match value {
         Value::Object(map) => check_object(map, schema, path, problems),

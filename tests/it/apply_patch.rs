@@ -16,79 +16,21 @@ use agentloop::llm::{ToolCall, ToolKind};
 use agentloop::tools::{ToolContext, apply_patch};
 use serde_json::json;
 
+use crate::support::tree_cases::{check_every_case, run_tree_case};
 use crate::tools_tree::{cases, copy_tree, data_dir, describe_difference, run_tool, snapshot};
 
 fn patch_call(patch: &str) -> ToolCall {
     ToolCall::new("call-1", "apply_patch", json!({ "patch": patch }))
 }
 
-/// Runs one case directory: `input/` (optional), `patch`, and `expected/` or `error`
-/// (`expected/` missing and no `error` means the tree must end up empty). An optional
-/// `output` file holds text the success message must contain.
-fn run_case(case: &Path) -> Result<(), String> {
-    let dir = tempfile::tempdir().expect("temp dir");
-    copy_tree(&case.join("input"), dir.path());
-    let before = snapshot(dir.path());
-    let patch = fs::read_to_string(case.join("patch")).expect("read the patch");
-    let outcome = run_tool(apply_patch::tool(), dir.path(), &patch_call(&patch));
-    let after = snapshot(dir.path());
-    if let Ok(wanted) = fs::read_to_string(case.join("error")) {
-        let wanted = wanted.trim();
-        if !outcome.is_error {
-            return Err(format!(
-                "expected an error containing {wanted:?}, got success: {}",
-                outcome.text
-            ));
-        }
-        if !outcome.text.contains(wanted) {
-            return Err(format!("error text lacks {wanted:?}:\n{}", outcome.text));
-        }
-        let difference = describe_difference(&after, &before);
-        if !difference.is_empty() {
-            return Err(format!("a rejected patch changed the tree:\n{difference}"));
-        }
-        return Ok(());
-    }
-    if outcome.is_error {
-        return Err(format!("unexpected error: {}", outcome.text));
-    }
-    if let Ok(wanted) = fs::read_to_string(case.join("output")) {
-        for line in wanted.lines().filter(|l| !l.is_empty()) {
-            if !outcome.text.contains(line) {
-                return Err(format!("output lacks {line:?}:\n{}", outcome.text));
-            }
-        }
-    }
-    let difference = describe_difference(&after, &snapshot(&case.join("expected")));
-    if difference.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "tree differs:\n{difference}\noutput: {}",
-            outcome.text
-        ))
-    }
-}
-
 #[test]
 fn every_apply_patch_data_case_gives_its_expected_tree_or_error() {
-    let all = cases(&data_dir("apply_patch"));
-    assert!(all.len() >= 40, "only {} cases", all.len());
-    let failures: Vec<String> = all
-        .iter()
-        .filter_map(|case| {
-            run_case(case)
-                .err()
-                .map(|e| format!("== {}: {e}", case.file_name().unwrap().to_string_lossy()))
-        })
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases failed:\n{}",
-        failures.len(),
-        all.len(),
-        failures.join("\n")
-    );
+    // A case: `input/` (optional), `patch`, and `expected/` or `error` (`expected/` missing
+    // and no `error` means the tree must end up empty), and optionally `output`.
+    check_every_case(&data_dir("apply_patch"), 40, |case| {
+        let patch = fs::read_to_string(case.join("patch")).expect("read the patch");
+        run_tree_case(case, apply_patch::tool(), &patch_call(&patch))
+    });
 }
 
 fn conformance_dir() -> PathBuf {

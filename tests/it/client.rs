@@ -7,6 +7,10 @@ use agentloop::llm::anthropic::Anthropic;
 use agentloop::llm::{Client, Message, Request, RetryPolicy, StreamEvent};
 use agentloop::{CancelToken, ErrorKind};
 
+use crate::support::cancel::{
+    after_events, assert_aborted_within_50ms, cancel_after_the_first_text_delta,
+    cancel_while_waiting_for_headers, spawn_timed,
+};
 use crate::support::{self, GENEROUS, Reply, Server, conformance};
 
 fn request() -> Request {
@@ -15,20 +19,6 @@ fn request() -> Request {
 
 fn text_basic() -> Vec<u8> {
     std::fs::read(conformance::dir().join("anthropic/text_basic.sse")).unwrap()
-}
-
-/// The byte offset just after the `n`-th SSE event (1-based) of an LF-framed stream.
-fn after_events(bytes: &[u8], n: usize) -> usize {
-    let mut found = 0;
-    for (i, pair) in bytes.windows(2).enumerate() {
-        if pair == b"\n\n" {
-            found += 1;
-            if found == n {
-                return i + 2;
-            }
-        }
-    }
-    panic!("the stream has fewer than {n} events");
 }
 
 fn overloaded_body() -> &'static str {
@@ -183,9 +173,10 @@ fn hang_up_after_two_delivered_events_ends_the_stream_with_a_stream_error_and_no
     );
 }
 
-#[test]
-fn hang_up_before_any_byte_is_retried() {
-    let server = Server::start(vec![Reply::hang_up(), Reply::sse(text_basic())]);
+/// Serves `first`, then the `text_basic` capture: the client must retry once and answer
+/// from the second reply.
+fn assert_retried_once(first: Reply) {
+    let server = Server::start(vec![first, Reply::sse(text_basic())]);
     let response = support::anthropic_client(&server)
         .complete(&request())
         .unwrap();
@@ -194,28 +185,19 @@ fn hang_up_before_any_byte_is_retried() {
 }
 
 #[test]
+fn hang_up_before_any_byte_is_retried() {
+    assert_retried_once(Reply::hang_up());
+}
+
+#[test]
 fn hang_up_inside_the_first_event_is_retried() {
-    let body = text_basic();
-    let server = Server::start(vec![
-        Reply::sse(body.clone()).hang_up_after(40),
-        Reply::sse(body),
-    ]);
-    let response = support::anthropic_client(&server)
-        .complete(&request())
-        .unwrap();
-    assert_eq!(response.text(), "4200 + 42 = 4242");
-    assert_eq!(server.requests().len(), 2);
+    assert_retried_once(Reply::sse(text_basic()).hang_up_after(40));
 }
 
 #[test]
 fn an_overloaded_error_event_before_any_output_is_retried() {
     let error_event = format!("event: error\ndata: {}\n\n", overloaded_body());
-    let server = Server::start(vec![Reply::sse(error_event), Reply::sse(text_basic())]);
-    let response = support::anthropic_client(&server)
-        .complete(&request())
-        .unwrap();
-    assert_eq!(response.text(), "4200 + 42 = 4242");
-    assert_eq!(server.requests().len(), 2);
+    assert_retried_once(Reply::sse(error_event));
 }
 
 #[test]
@@ -231,42 +213,12 @@ fn max_retries_zero_disables_retries() {
 
 // ---- cancellation (Done-when 3) --------------------------------------------------------
 
-/// Runs `work` on a named thread and returns a receiver for (its result, when it ended).
-fn spawn_timed<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> (mpsc::Receiver<(T, Instant)>, std::thread::JoinHandle<()>) {
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::Builder::new()
-        .name("test-stream-consumer".into())
-        .spawn(move || {
-            let result = work();
-            let _ = tx.send((result, Instant::now()));
-        })
-        .unwrap();
-    (rx, handle)
-}
-
 #[test]
 fn cancel_ends_a_request_waiting_for_headers_within_50ms_and_closes_the_connection() {
     let server = Server::start(vec![Reply::stall()]);
-    let client = support::anthropic_client(&server);
-    let cancel = CancelToken::new();
-    let (done, worker) = {
-        let cancel = cancel.clone();
-        spawn_timed(move || client.stream_with_cancel(&request(), &cancel).map(|_| ()))
-    };
-    server.wait_for_requests(1, GENEROUS);
-    let cancelled_at = Instant::now();
-    cancel.cancel();
-    let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the request ended");
-    worker.join().unwrap();
-    let took = ended_at - cancelled_at;
-    assert_eq!(result.unwrap_err().kind(), ErrorKind::Aborted);
-    assert!(took < Duration::from_millis(50), "cancel took {took:?}");
-    assert!(
-        server.wait_client_closed(0, GENEROUS).is_some(),
-        "the server did not see the connection closed"
-    );
+    let ended =
+        cancel_while_waiting_for_headers(&server, support::anthropic_client(&server), request());
+    assert_aborted_within_50ms("waiting for headers", ended, &server);
     assert_eq!(
         server.requests().len(),
         1,
@@ -280,39 +232,10 @@ fn cancel_ends_a_stream_blocked_mid_body_within_50ms_and_closes_the_connection()
     let server = Server::start(vec![
         Reply::sse(body[..after_events(&body, 3)].to_vec()).then_stall(),
     ]);
-    let client = support::anthropic_client(&server);
-    let cancel = CancelToken::new();
-    let (seen_tx, seen_rx) = mpsc::channel();
-    let (done, worker) = {
-        let cancel = cancel.clone();
-        spawn_timed(move || {
-            let stream = client.stream_with_cancel(&request(), &cancel)?;
-            let mut last = None;
-            for item in stream {
-                match item {
-                    Ok(event) => {
-                        let _ = seen_tx.send(event);
-                    }
-                    Err(err) => last = Some(err),
-                }
-            }
-            Err::<(), _>(last.expect("the stream ended with an error"))
-        })
-    };
-    // StreamStart, TextStart, TextDelta: the stream is now blocked on a silent server.
-    for _ in 0..3 {
-        seen_rx
-            .recv_timeout(GENEROUS)
-            .expect("an event before the stall");
-    }
-    let cancelled_at = Instant::now();
-    cancel.cancel();
-    let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the stream ended");
-    worker.join().unwrap();
-    let took = ended_at - cancelled_at;
-    assert_eq!(result.unwrap_err().kind(), ErrorKind::Aborted);
-    assert!(took < Duration::from_millis(50), "cancel took {took:?}");
-    assert!(server.wait_client_closed(0, GENEROUS).is_some());
+    // StreamStart, TextStart, TextDelta: after the delta the stream is blocked on a silent
+    // server.
+    let ended = cancel_after_the_first_text_delta(support::anthropic_client(&server), request());
+    assert_aborted_within_50ms("mid-body", ended, &server);
 }
 
 #[test]

@@ -1,17 +1,14 @@
 //! The Gemini format against recorded streams and a loopback server.
 
-use agentloop::llm::gemini::{Gemini, decode_stream};
-use agentloop::llm::{Client, Message, Request, RetryPolicy, ToolResult};
+use agentloop::llm::gemini::decode_stream;
+use agentloop::llm::{Client, Message, Request, ToolResult};
 
-use crate::support::{self, Reply, Server, conformance};
-use crate::wire::{self, GEMINI_KEY, assert_conforms};
+use crate::support::providers::{self, GEMINI_KEY};
+use crate::support::{self, Reply, Server, conformance, served};
+use crate::wire::{self, assert_conforms};
 
 fn client(server: &Server) -> Client {
-    support::client_for(
-        Gemini::new(GEMINI_KEY)
-            .with_base_url(server.url())
-            .with_http_options(support::http_options()),
-    )
+    support::client_for(providers::gemini(server))
 }
 
 #[test]
@@ -39,20 +36,7 @@ fn every_gemini_capture_decodes_to_its_expected_result_whole_and_byte_by_byte() 
 fn every_gemini_error_body_maps_to_its_expected_kind_and_retryability() {
     let captures = conformance::error_files("gemini_");
     assert_eq!(captures.len(), 3, "captures: {captures:?}");
-    for capture in &captures {
-        let expected = conformance::expected_for(capture);
-        let (status, content_type) = conformance::expected_http(&expected);
-        let server = Server::start(vec![Reply::body(
-            status,
-            &content_type,
-            std::fs::read(capture).unwrap(),
-        )]);
-        let err = client(&server)
-            .with_retry_policy(RetryPolicy::none())
-            .complete(&wire::request())
-            .unwrap_err();
-        conformance::assert_error(capture, "http error", &err);
-    }
+    served::assert_served_errors(&captures, &wire::request(), client);
 }
 
 #[test]

@@ -1,17 +1,14 @@
 //! The OpenAI Responses format against recorded streams and a loopback server.
 
-use agentloop::llm::openai::{OpenAi, decode_stream};
-use agentloop::llm::{Client, Message, Request, RetryPolicy, StreamEvent};
+use agentloop::llm::openai::decode_stream;
+use agentloop::llm::{Client, Message, Request, StreamEvent};
 
-use crate::support::{self, Reply, Server, conformance};
-use crate::wire::{self, OPENAI_KEY, assert_conforms};
+use crate::support::providers::{self, OPENAI_KEY};
+use crate::support::{self, Reply, Server, conformance, served};
+use crate::wire::{self, assert_conforms};
 
 fn client(server: &Server) -> Client {
-    support::client_for(
-        OpenAi::new(OPENAI_KEY)
-            .with_base_url(format!("{}/v1", server.url()))
-            .with_http_options(support::http_options()),
-    )
+    support::client_for(providers::openai(server))
 }
 
 #[test]
@@ -19,31 +16,13 @@ fn every_responses_capture_decodes_to_its_expected_result_whole_and_byte_by_byte
     let captures = conformance::sse_files("openai-responses");
     assert_eq!(captures.len(), 7, "captures: {captures:?}");
     for capture in &captures {
-        let expected = conformance::expected_for(capture);
-        let server = Server::start(vec![
-            Reply::sse_file(capture),
-            Reply::sse_file(capture).chunk(1),
-        ]);
-        let client = client(&server).with_retry_policy(RetryPolicy::none());
-        let offline = decode_stream(&std::fs::read(capture).unwrap());
-        if expected["error"].is_null() {
-            let whole = client.complete(&wire::request()).unwrap();
-            assert_conforms(capture, "served whole", &whole);
-            let bytewise = client.complete(&wire::request()).unwrap();
-            assert_conforms(capture, "one byte per chunk", &bytewise);
-            assert_eq!(whole, bytewise);
-            assert_eq!(
-                offline.unwrap(),
-                whole,
-                "decode_stream agrees with the live stream"
-            );
-        } else {
-            for how in ["served whole", "one byte per chunk"] {
-                let err = client.complete(&wire::request()).unwrap_err();
-                conformance::assert_error(capture, how, &err);
-            }
-            conformance::assert_error(capture, "decode_stream", &offline.unwrap_err());
-        }
+        served::assert_capture_live_and_offline(
+            capture,
+            &wire::request(),
+            client,
+            decode_stream,
+            assert_conforms,
+        );
     }
 }
 
@@ -51,20 +30,7 @@ fn every_responses_capture_decodes_to_its_expected_result_whole_and_byte_by_byte
 fn every_responses_error_body_maps_to_its_expected_kind_and_retryability() {
     let captures = conformance::error_files("openai_responses_");
     assert_eq!(captures.len(), 2, "captures: {captures:?}");
-    for capture in &captures {
-        let expected = conformance::expected_for(capture);
-        let (status, content_type) = conformance::expected_http(&expected);
-        let server = Server::start(vec![Reply::body(
-            status,
-            &content_type,
-            std::fs::read(capture).unwrap(),
-        )]);
-        let err = client(&server)
-            .with_retry_policy(RetryPolicy::none())
-            .complete(&wire::request())
-            .unwrap_err();
-        conformance::assert_error(capture, "http error", &err);
-    }
+    served::assert_served_errors(&captures, &wire::request(), client);
 }
 
 #[test]

@@ -2,15 +2,14 @@
 //! DeepSeek, OpenRouter, Groq) and a loopback server.
 
 use agentloop::llm::openai_chat::{OpenAiChat, decode_stream};
-use agentloop::llm::{Client, Message, Request, RetryPolicy};
+use agentloop::llm::{Client, Message, Request};
 
-use crate::support::{self, Reply, Server, conformance};
-use crate::wire::{self, OPENAI_KEY, assert_conforms};
+use crate::support::providers;
+use crate::support::{self, Reply, Server, conformance, served};
+use crate::wire::{self, assert_conforms};
 
-fn provider(server: &Server) -> OpenAiChat {
-    OpenAiChat::compatible(format!("{}/v1", server.url()))
-        .with_api_key(OPENAI_KEY)
-        .with_http_options(support::http_options())
+fn client(server: &Server) -> Client {
+    support::client_for(providers::openai_chat(server))
 }
 
 #[test]
@@ -18,31 +17,13 @@ fn every_chat_capture_decodes_to_its_expected_result_whole_and_byte_by_byte() {
     let captures = conformance::sse_files("openai-chat");
     assert_eq!(captures.len(), 9, "captures: {captures:?}");
     for capture in &captures {
-        let expected = conformance::expected_for(capture);
-        let server = Server::start(vec![
-            Reply::sse_file(capture),
-            Reply::sse_file(capture).chunk(1),
-        ]);
-        let client = support::client_for(provider(&server)).with_retry_policy(RetryPolicy::none());
-        let offline = decode_stream(&std::fs::read(capture).unwrap());
-        if expected["error"].is_null() {
-            let whole = client.complete(&wire::request()).unwrap();
-            assert_conforms(capture, "served whole", &whole);
-            let bytewise = client.complete(&wire::request()).unwrap();
-            assert_conforms(capture, "one byte per chunk", &bytewise);
-            assert_eq!(whole, bytewise);
-            assert_eq!(
-                offline.unwrap(),
-                whole,
-                "decode_stream agrees with the live stream"
-            );
-        } else {
-            for how in ["served whole", "one byte per chunk"] {
-                let err = client.complete(&wire::request()).unwrap_err();
-                conformance::assert_error(capture, how, &err);
-            }
-            conformance::assert_error(capture, "decode_stream", &offline.unwrap_err());
-        }
+        served::assert_capture_live_and_offline(
+            capture,
+            &wire::request(),
+            client,
+            decode_stream,
+            assert_conforms,
+        );
     }
 }
 
@@ -52,20 +33,7 @@ fn every_chat_server_error_body_maps_to_its_expected_kind_and_retryability() {
     captures.extend(conformance::error_files("llamacpp_"));
     captures.extend(conformance::error_files("openrouter_"));
     assert_eq!(captures.len(), 3, "captures: {captures:?}");
-    for capture in &captures {
-        let expected = conformance::expected_for(capture);
-        let (status, content_type) = conformance::expected_http(&expected);
-        let server = Server::start(vec![Reply::body(
-            status,
-            &content_type,
-            std::fs::read(capture).unwrap(),
-        )]);
-        let err = support::client_for(provider(&server))
-            .with_retry_policy(RetryPolicy::none())
-            .complete(&wire::request())
-            .unwrap_err();
-        conformance::assert_error(capture, "http error", &err);
-    }
+    served::assert_served_errors(&captures, &wire::request(), client);
 }
 
 #[test]

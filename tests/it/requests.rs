@@ -13,17 +13,15 @@
 
 use std::path::PathBuf;
 
-use agentloop::llm::gemini::Gemini;
-use agentloop::llm::openai::OpenAi;
-use agentloop::llm::openai_chat::OpenAiChat;
 use agentloop::llm::{
     Client, ContentPart, FreeformFormat, ImageData, Message, Request, ThinkingData, ToolCall,
     ToolDefinition, ToolKind, ToolResult,
 };
 use serde_json::{Value, json};
 
+use crate::support::providers;
 use crate::support::{self, Reply, Server};
-use crate::wire::{self, GEMINI_KEY, OPENAI_KEY};
+use crate::wire;
 
 /// The neutral conversation, for `model`.
 fn conversation(model: &str) -> Request {
@@ -143,39 +141,21 @@ fn cases() -> Vec<Case> {
             model: "gpt-5.2-codex",
             path: "/v1/responses",
             reply: "openai-responses/text_basic.sse",
-            client: |server| {
-                support::client_for(
-                    OpenAi::new(OPENAI_KEY)
-                        .with_base_url(format!("{}/v1", server.url()))
-                        .with_http_options(support::http_options()),
-                )
-            },
+            client: |server| support::client_for(providers::openai(server)),
         },
         Case {
             format: "openai-chat",
             model: "gpt-5.2",
             path: "/v1/chat/completions",
             reply: "openai-chat/text_with_usage.sse",
-            client: |server| {
-                support::client_for(
-                    OpenAiChat::compatible(format!("{}/v1", server.url()))
-                        .with_api_key(OPENAI_KEY)
-                        .with_http_options(support::http_options()),
-                )
-            },
+            client: |server| support::client_for(providers::openai_chat(server)),
         },
         Case {
             format: "gemini",
             model: "gemini-3-pro-preview",
             path: "/v1beta/models/gemini-3-pro-preview:streamGenerateContent?alt=sse",
             reply: "gemini/text_basic.sse",
-            client: |server| {
-                support::client_for(
-                    Gemini::new(GEMINI_KEY)
-                        .with_base_url(server.url())
-                        .with_http_options(support::http_options()),
-                )
-            },
+            client: |server| support::client_for(providers::gemini(server)),
         },
     ]
 }

@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
-use agentloop::session::{CloseReason, EventKind, SessionConfig, SessionState, StopReason};
+use agentloop::session::{
+    CloseReason, EventKind, Events, Session, SessionConfig, SessionEvent, SessionState, StopReason,
+};
 use serde_json::json;
 
 use crate::session_support::*;
@@ -27,17 +29,35 @@ fn blocking_harness(parallel: bool) -> Harness {
     harness_with(ScriptedModel::new(turns), profile, SessionConfig::default())
 }
 
+/// Submits "go", waits for the first event `until` accepts, stops the session with `stop`
+/// (abort or interrupt), and returns what `collect` gathers after that and how long after
+/// the stop it took.
+fn stop_after(
+    h: &mut Harness,
+    until: fn(&EventKind) -> bool,
+    stop: fn(&Session),
+    collect: fn(&mut Events) -> Vec<SessionEvent>,
+) -> (Vec<SessionEvent>, Duration) {
+    h.session.submit("go").unwrap();
+    collect_until(&mut h.events, |e| until(&e.kind));
+    let started = Instant::now();
+    stop(&h.session);
+    let events = collect(&mut h.events);
+    (events, started.elapsed())
+}
+
+fn is_text_delta(kind: &EventKind) -> bool {
+    matches!(kind, EventKind::AssistantTextDelta { .. })
+}
+
+fn is_tool_call_start(kind: &EventKind) -> bool {
+    matches!(kind, EventKind::ToolCallStart { .. })
+}
+
 #[test]
 fn abort_while_the_model_stalls_mid_stream_ends_the_session_promptly() {
     let mut h = stalling_harness();
-    h.session.submit("go").unwrap();
-    collect_until(&mut h.events, |e| {
-        matches!(e.kind, EventKind::AssistantTextDelta { .. })
-    });
-    let started = Instant::now();
-    h.session.abort();
-    let events = collect_to_end(&mut h.events);
-    let elapsed = started.elapsed();
+    let (events, elapsed) = stop_after(&mut h, is_text_delta, Session::abort, collect_to_end);
     assert!(
         elapsed < Duration::from_millis(100),
         "SESSION_END after {elapsed:?}"
@@ -61,14 +81,8 @@ fn abort_while_the_model_stalls_mid_stream_ends_the_session_promptly() {
 fn abort_while_a_tool_runs_ends_the_session_promptly() {
     for parallel in [false, true] {
         let mut h = blocking_harness(parallel);
-        h.session.submit("go").unwrap();
-        collect_until(&mut h.events, |e| {
-            matches!(e.kind, EventKind::ToolCallStart { .. })
-        });
-        let started = Instant::now();
-        h.session.abort();
-        let events = collect_to_end(&mut h.events);
-        let elapsed = started.elapsed();
+        let (events, elapsed) =
+            stop_after(&mut h, is_tool_call_start, Session::abort, collect_to_end);
         assert!(
             elapsed < Duration::from_millis(500),
             "SESSION_END after {elapsed:?}"
@@ -83,14 +97,7 @@ fn abort_while_a_tool_runs_ends_the_session_promptly() {
 #[test]
 fn interrupt_while_the_model_stalls_returns_to_idle_and_a_following_submit_works() {
     let mut h = stalling_harness();
-    h.session.submit("go").unwrap();
-    collect_until(&mut h.events, |e| {
-        matches!(e.kind, EventKind::AssistantTextDelta { .. })
-    });
-    let started = Instant::now();
-    h.session.interrupt();
-    let events = collect_input(&mut h.events);
-    let elapsed = started.elapsed();
+    let (events, elapsed) = stop_after(&mut h, is_text_delta, Session::interrupt, collect_input);
     assert!(
         elapsed < Duration::from_millis(100),
         "PROCESSING_END after {elapsed:?}"
@@ -107,14 +114,12 @@ fn interrupt_while_the_model_stalls_returns_to_idle_and_a_following_submit_works
 fn interrupt_while_a_tool_runs_answers_every_pending_call_and_returns_to_idle() {
     for parallel in [false, true] {
         let mut h = blocking_harness(parallel);
-        h.session.submit("go").unwrap();
-        collect_until(&mut h.events, |e| {
-            matches!(e.kind, EventKind::ToolCallStart { .. })
-        });
-        let started = Instant::now();
-        h.session.interrupt();
-        let events = collect_input(&mut h.events);
-        let elapsed = started.elapsed();
+        let (events, elapsed) = stop_after(
+            &mut h,
+            is_tool_call_start,
+            Session::interrupt,
+            collect_input,
+        );
         assert!(
             elapsed < Duration::from_millis(500),
             "PROCESSING_END after {elapsed:?}"

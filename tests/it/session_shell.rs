@@ -192,6 +192,19 @@ fn shell_output_streams_live_and_the_end_event_has_all_of_it() {
     assert!(output.contains("exit code: 0"));
 }
 
+/// The content of the first tool result a request sends the model.
+fn first_tool_result(request: &agentloop::llm::Request) -> String {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .find_map(|p| match p {
+            ContentPart::ToolResult(r) => Some(r.content.clone()),
+            _ => None,
+        })
+        .expect("a tool result")
+}
+
 #[test]
 fn the_host_gets_the_full_output_while_the_model_gets_the_truncated_one() {
     let mut h = shell_harness(
@@ -224,16 +237,7 @@ fn the_host_gets_the_full_output_while_the_model_gets_the_truncated_one() {
         "TOOL_CALL_END has every line"
     );
     assert!(truncated && removed_chars > 0);
-    let request = &h.model.requests()[1];
-    let result = request
-        .messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .find_map(|p| match p {
-            ContentPart::ToolResult(r) => Some(r.content.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = first_tool_result(&h.model.requests()[1]);
     assert!(result.len() < output.len());
     assert!(
         result.contains("[WARNING: Tool output was truncated."),
@@ -263,15 +267,6 @@ fn per_tool_limits_from_the_config_apply_to_the_model_copy() {
         })
         .unwrap();
     assert!(removed_lines > 0);
-    let request = &h.model.requests()[1];
-    let result = request
-        .messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .find_map(|p| match p {
-            ContentPart::ToolResult(r) => Some(r.content.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = first_tool_result(&h.model.requests()[1]);
     assert!(result.lines().count() <= 12, "{result}");
 }

@@ -1,5 +1,6 @@
 //! Anthropic Messages SSE bodies for loopback replies (shared by the session tests and the
 //! `loop` bench, which includes this file by path).
+// The `loop` bench includes this file by path and uses only part of it.
 #![allow(dead_code)]
 
 use serde_json::{Value, json};

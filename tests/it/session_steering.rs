@@ -18,18 +18,23 @@ fn index_of(
         .unwrap_or_else(|| panic!("no such event in {:?}", names(events)))
 }
 
-#[test]
-fn steer_queues_a_message_injected_after_the_current_tool_round() {
+/// A harness whose model first calls the `gate` tool, which blocks until the returned
+/// sender releases it, then answers with `answers`, one per request.
+fn gated_tool_harness(answers: &[&str]) -> (Harness, crossbeam_channel::Sender<()>) {
     let (gate, release) = gate_tool("gate");
-    let turns = vec![
-        ScriptedTurn::tool_call("gate", json!({})),
-        ScriptedTurn::text("switching to tabs"),
-    ];
-    let mut h = harness_with(
+    let mut turns = vec![ScriptedTurn::tool_call("gate", json!({}))];
+    turns.extend(answers.iter().map(|text| ScriptedTurn::text(*text)));
+    let h = harness_with(
         agentloop::llm::scripted::ScriptedModel::new(turns),
         profile().with_tool(gate),
         SessionConfig::default(),
     );
+    (h, release)
+}
+
+#[test]
+fn steer_queues_a_message_injected_after_the_current_tool_round() {
+    let (mut h, release) = gated_tool_harness(&["switching to tabs"]);
     h.session.submit("format the code").unwrap();
     let mut events = collect_until(&mut h.events, |e| {
         matches!(e.kind, EventKind::ToolCallStart { .. })
@@ -67,16 +72,7 @@ fn steer_queues_a_message_injected_after_the_current_tool_round() {
 
 #[test]
 fn steering_messages_appear_as_steering_turns_in_the_history() {
-    let (gate, release) = gate_tool("gate");
-    let turns = vec![
-        ScriptedTurn::tool_call("gate", json!({})),
-        ScriptedTurn::text("ok"),
-    ];
-    let mut h = harness_with(
-        agentloop::llm::scripted::ScriptedModel::new(turns),
-        profile().with_tool(gate),
-        SessionConfig::default(),
-    );
+    let (mut h, release) = gated_tool_harness(&["ok"]);
     h.session.submit("start").unwrap();
     collect_until(&mut h.events, |e| {
         matches!(e.kind, EventKind::ToolCallStart { .. })
@@ -147,17 +143,7 @@ fn steer_while_the_final_answer_streams_continues_the_loop() {
 
 #[test]
 fn follow_up_is_processed_after_the_current_input_completes() {
-    let (gate, release) = gate_tool("gate");
-    let turns = vec![
-        ScriptedTurn::tool_call("gate", json!({})),
-        ScriptedTurn::text("first done"),
-        ScriptedTurn::text("second done"),
-    ];
-    let mut h = harness_with(
-        agentloop::llm::scripted::ScriptedModel::new(turns),
-        profile().with_tool(gate),
-        SessionConfig::default(),
-    );
+    let (mut h, release) = gated_tool_harness(&["first done", "second done"]);
     h.session.submit("first task").unwrap();
     collect_until(&mut h.events, |e| {
         matches!(e.kind, EventKind::ToolCallStart { .. })
@@ -184,18 +170,7 @@ fn follow_up_is_processed_after_the_current_input_completes() {
 
 #[test]
 fn follow_ups_run_in_order_and_run_waits_for_them() {
-    let (gate, release) = gate_tool("gate");
-    let turns = vec![
-        ScriptedTurn::tool_call("gate", json!({})),
-        ScriptedTurn::text("one"),
-        ScriptedTurn::text("two"),
-        ScriptedTurn::text("three"),
-    ];
-    let h = harness_with(
-        agentloop::llm::scripted::ScriptedModel::new(turns),
-        profile().with_tool(gate),
-        SessionConfig::default(),
-    );
+    let (h, release) = gated_tool_harness(&["one", "two", "three"]);
     let session = &h.session;
     let outcome = std::thread::scope(|scope| {
         let runner = std::thread::Builder::new()

@@ -1,5 +1,6 @@
 //! Helpers for the session tests: a small real-filesystem environment, tool builders, and
 //! event collection with deadlines.
+// Each session test module uses its own part of these helpers.
 #![allow(dead_code)]
 
 use std::io;

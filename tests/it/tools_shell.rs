@@ -1,6 +1,7 @@
 //! The shell tool with real bash through LocalExecutionEnvironment: output layout, timeouts
 //! (per call, default, clamped), live output, interruption.
 
+use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,16 +22,29 @@ fn run(ctx: &ToolContext<'_>, arguments: Value) -> ToolOutcome {
         .run(ctx)
 }
 
+/// Runs the shell tool with `arguments` in `dir`, on a fresh context `configure` adjusts.
+fn run_in(
+    dir: &Path,
+    arguments: Value,
+    configure: impl FnOnce(&mut ToolContext<'_>),
+) -> ToolOutcome {
+    let env = LocalExecutionEnvironment::new(dir);
+    let cancel = CancelToken::new();
+    let mut ctx = ToolContext::new(&env, "c", &cancel);
+    configure(&mut ctx);
+    run(&ctx, arguments)
+}
+
+/// Runs the shell tool with `arguments` in a fresh temporary directory.
+fn run_shell(arguments: Value) -> ToolOutcome {
+    let dir = tempfile::tempdir().unwrap();
+    run_in(dir.path(), arguments, |_| {})
+}
+
 #[test]
 fn shell_reports_stdout_stderr_exit_code_and_duration() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
-    let cancel = CancelToken::new();
-    let ctx = ToolContext::new(&env, "c", &cancel);
-    let outcome = run(
-        &ctx,
-        json!({"command": "echo out; echo err >&2; exit 3", "description": "demo"}),
-    );
+    let outcome =
+        run_shell(json!({"command": "echo out; echo err >&2; exit 3", "description": "demo"}));
     assert!(
         !outcome.is_error,
         "a non-zero exit is not a tool error: {}",
@@ -50,10 +64,7 @@ fn shell_reports_stdout_stderr_exit_code_and_duration() {
 fn shell_runs_in_the_working_directory() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("marker.txt"), "here").unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
-    let cancel = CancelToken::new();
-    let ctx = ToolContext::new(&env, "c", &cancel);
-    let outcome = run(&ctx, json!({"command": "cat marker.txt"}));
+    let outcome = run_in(dir.path(), json!({"command": "cat marker.txt"}), |_| {});
     assert!(
         outcome
             .text
@@ -65,11 +76,7 @@ fn shell_runs_in_the_working_directory() {
 
 #[test]
 fn a_command_without_output_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
-    let cancel = CancelToken::new();
-    let ctx = ToolContext::new(&env, "c", &cancel);
-    let outcome = run(&ctx, json!({"command": "true"}));
+    let outcome = run_shell(json!({"command": "true"}));
     assert!(
         outcome
             .text
@@ -81,15 +88,8 @@ fn a_command_without_output_says_so() {
 
 #[test]
 fn a_timeout_is_an_error_with_partial_output_and_the_spec_message() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
-    let cancel = CancelToken::new();
-    let ctx = ToolContext::new(&env, "c", &cancel);
     let started = Instant::now();
-    let outcome = run(
-        &ctx,
-        json!({"command": "echo partial; sleep 30", "timeout_ms": 400}),
-    );
+    let outcome = run_shell(json!({"command": "echo partial; sleep 30", "timeout_ms": 400}));
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "took {:?}",
@@ -113,11 +113,9 @@ fn a_timeout_is_an_error_with_partial_output_and_the_spec_message() {
 #[test]
 fn the_context_default_timeout_applies_when_the_call_sets_none() {
     let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
-    let cancel = CancelToken::new();
-    let mut ctx = ToolContext::new(&env, "c", &cancel);
-    ctx.default_timeout = Duration::from_millis(300);
-    let outcome = run(&ctx, json!({"command": "sleep 30"}));
+    let outcome = run_in(dir.path(), json!({"command": "sleep 30"}), |ctx| {
+        ctx.default_timeout = Duration::from_millis(300);
+    });
     assert!(outcome.is_error);
     assert!(
         outcome
@@ -131,11 +129,10 @@ fn the_context_default_timeout_applies_when_the_call_sets_none() {
 #[test]
 fn a_timeout_longer_than_the_maximum_is_clamped() {
     let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
-    let cancel = CancelToken::new();
-    let mut ctx = ToolContext::new(&env, "c", &cancel);
-    ctx.max_timeout = Duration::from_millis(350);
-    let outcome = run(&ctx, json!({"command": "sleep 30", "timeout_ms": 600_000}));
+    let arguments = json!({"command": "sleep 30", "timeout_ms": 600_000});
+    let outcome = run_in(dir.path(), arguments, |ctx| {
+        ctx.max_timeout = Duration::from_millis(350);
+    });
     assert!(outcome.is_error);
     assert!(
         outcome
@@ -199,14 +196,7 @@ fn output_reaches_the_context_callback_live_and_cancel_interrupts() {
 
 #[test]
 fn an_escaped_process_is_noted() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
-    let cancel = CancelToken::new();
-    let ctx = ToolContext::new(&env, "c", &cancel);
-    let outcome = run(
-        &ctx,
-        json!({"command": "setsid sleep 30 & echo $!; echo done"}),
-    );
+    let outcome = run_shell(json!({"command": "setsid sleep 30 & echo $!; echo done"}));
     let pid: u32 = outcome
         .text
         .lines()
@@ -231,11 +221,7 @@ fn an_escaped_process_is_noted() {
 
 #[test]
 fn an_empty_command_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
-    let cancel = CancelToken::new();
-    let ctx = ToolContext::new(&env, "c", &cancel);
-    let outcome = run(&ctx, json!({"command": "  "}));
+    let outcome = run_shell(json!({"command": "  "}));
     assert!(outcome.is_error);
     assert!(
         outcome.text.contains("the command is empty"),

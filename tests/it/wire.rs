@@ -5,22 +5,20 @@
 //! any error or `Debug` text.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentloop::llm::gemini::Gemini;
-use agentloop::llm::openai::OpenAi;
-use agentloop::llm::openai_chat::OpenAiChat;
+use agentloop::ErrorKind;
 use agentloop::llm::{
     Client, FinishKind, HttpOptions, Message, Provider, Request, Response, RetryPolicy, StreamEvent,
 };
-use agentloop::{CancelToken, ErrorKind};
 
-use crate::support::{self, GENEROUS, Reply, Server, conformance};
-
-/// A fake key of each provider's shape, so that the secret scrubber recognises it.
-pub const OPENAI_KEY: &str = "sk-proj-FAKEKEY0123456789abcdefghij";
-pub const GEMINI_KEY: &str = "AIzaFAKEKEY0123456789abcdefghijklmnopq";
+use crate::support::cancel::{
+    after_events, assert_aborted_within_50ms, cancel_after_the_first_text_delta,
+    cancel_while_waiting_for_headers,
+};
+use crate::support::providers::{self, GEMINI_KEY, OPENAI_KEY};
+use crate::support::{self, Reply, Server, conformance};
 
 /// One wire format under test.
 pub struct Format {
@@ -44,30 +42,6 @@ pub struct Format {
     pub reasoning_text: &'static str,
 }
 
-pub fn openai_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
-    Arc::new(
-        OpenAi::new(OPENAI_KEY)
-            .with_base_url(format!("{}/v1", server.url()))
-            .with_http_options(http),
-    )
-}
-
-pub fn chat_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
-    Arc::new(
-        OpenAiChat::compatible(format!("{}/v1", server.url()))
-            .with_api_key(OPENAI_KEY)
-            .with_http_options(http),
-    )
-}
-
-pub fn gemini_provider(server: &Server, http: HttpOptions) -> Arc<dyn Provider> {
-    Arc::new(
-        Gemini::new(GEMINI_KEY)
-            .with_base_url(server.url())
-            .with_http_options(http),
-    )
-}
-
 const OPENAI_401: &str = r#"{
   "error": {
     "message": "Incorrect API key provided: sk-proj-FAKEKEY0123456789abcdefghij.",
@@ -88,7 +62,7 @@ pub fn formats() -> Vec<Format> {
     vec![
         Format {
             name: "openai-responses",
-            provider: openai_provider,
+            provider: |server, http| Arc::new(providers::openai(server).with_http_options(http)),
             ok_capture: "openai-responses/text_basic.sse",
             ok_text: "4200 + 42 equals 4242.",
             events_to_first_delta: 5,
@@ -116,7 +90,9 @@ pub fn formats() -> Vec<Format> {
         },
         Format {
             name: "openai-chat",
-            provider: chat_provider,
+            provider: |server, http| {
+                Arc::new(providers::openai_chat(server).with_http_options(http))
+            },
             ok_capture: "openai-chat/text_with_usage.sse",
             ok_text: "4200 + 42 equals 4242.",
             events_to_first_delta: 2,
@@ -139,7 +115,7 @@ pub fn formats() -> Vec<Format> {
         },
         Format {
             name: "gemini",
-            provider: gemini_provider,
+            provider: |server, http| Arc::new(providers::gemini(server).with_http_options(http)),
             ok_capture: "gemini/text_basic.sse",
             ok_text: "To find the sum of 4200 + 42, we can align the numbers by their place values:\n\n  4200\n+   42\n------\n  4242\n\nSo, 4200 + 42 = **4242**.",
             events_to_first_delta: 1,
@@ -180,31 +156,6 @@ pub fn capture(relative: &str) -> PathBuf {
     conformance::dir().join(relative)
 }
 
-/// The byte offset just after the `n`-th SSE event (1-based), for LF or CRLF framing.
-pub fn after_events(bytes: &[u8], n: usize) -> usize {
-    let mut found = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        let end = if bytes[i..].starts_with(b"\r\n\r\n") {
-            Some(i + 4)
-        } else if bytes[i..].starts_with(b"\n\n") {
-            Some(i + 2)
-        } else {
-            None
-        };
-        if let Some(end) = end {
-            found += 1;
-            if found == n {
-                return end;
-            }
-            i = end;
-        } else {
-            i += 1;
-        }
-    }
-    panic!("the stream has fewer than {n} events");
-}
-
 /// Asserts that `response` matches `capture`'s expected result, with one documented
 /// reading: the corpus normalises a raw `stop`/`STOP` that carries tool calls (Ollama,
 /// Gemini) to `stop`, while the unified spec (§3.8: Gemini "(has tool calls) →
@@ -225,53 +176,12 @@ pub fn assert_conforms(capture: &Path, how: &str, response: &Response) {
     );
 }
 
-/// Runs `work` on a named thread; the receiver gets its result and when it ended.
-fn spawn_timed<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> (mpsc::Receiver<(T, Instant)>, std::thread::JoinHandle<()>) {
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::Builder::new()
-        .name("test-wire-consumer".into())
-        .spawn(move || {
-            let result = work();
-            let _ = tx.send((result, Instant::now()));
-        })
-        .unwrap();
-    (rx, handle)
-}
-
 #[test]
 fn cancel_while_waiting_for_headers_ends_within_50ms_for_every_format() {
     for format in formats() {
         let server = Server::start(vec![Reply::stall()]);
-        let client = client(&format, &server);
-        let cancel = CancelToken::new();
-        let (done, worker) = {
-            let cancel = cancel.clone();
-            spawn_timed(move || client.stream_with_cancel(&request(), &cancel).map(|_| ()))
-        };
-        server.wait_for_requests(1, GENEROUS);
-        let cancelled_at = Instant::now();
-        cancel.cancel();
-        let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the request ended");
-        worker.join().unwrap();
-        let took = ended_at - cancelled_at;
-        assert_eq!(
-            result.unwrap_err().kind(),
-            ErrorKind::Aborted,
-            "{}",
-            format.name
-        );
-        assert!(
-            took < Duration::from_millis(50),
-            "{}: cancel took {took:?}",
-            format.name
-        );
-        assert!(
-            server.wait_client_closed(0, GENEROUS).is_some(),
-            "{}",
-            format.name
-        );
+        let ended = cancel_while_waiting_for_headers(&server, client(&format, &server), request());
+        assert_aborted_within_50ms(format.name, ended, &server);
         assert_eq!(server.requests().len(), 1, "{}: not retried", format.name);
     }
 }
@@ -282,50 +192,8 @@ fn cancel_mid_body_ends_within_50ms_for_every_format() {
         let body = std::fs::read(capture(format.ok_capture)).unwrap();
         let cut = after_events(&body, format.events_to_first_delta);
         let server = Server::start(vec![Reply::sse(body[..cut].to_vec()).then_stall()]);
-        let client = client(&format, &server);
-        let cancel = CancelToken::new();
-        let (delta_tx, delta_rx) = mpsc::channel();
-        let (done, worker) = {
-            let cancel = cancel.clone();
-            spawn_timed(move || {
-                let stream = client.stream_with_cancel(&request(), &cancel)?;
-                let mut last = None;
-                for item in stream {
-                    match item {
-                        Ok(StreamEvent::TextDelta { .. }) => {
-                            let _ = delta_tx.send(());
-                        }
-                        Ok(_) => {}
-                        Err(err) => last = Some(err),
-                    }
-                }
-                Err::<(), _>(last.expect("the stream ended with an error"))
-            })
-        };
-        delta_rx
-            .recv_timeout(GENEROUS)
-            .unwrap_or_else(|_| panic!("{}: a text delta before the stall", format.name));
-        let cancelled_at = Instant::now();
-        cancel.cancel();
-        let (result, ended_at) = done.recv_timeout(GENEROUS).expect("the stream ended");
-        worker.join().unwrap();
-        let took = ended_at - cancelled_at;
-        assert_eq!(
-            result.unwrap_err().kind(),
-            ErrorKind::Aborted,
-            "{}",
-            format.name
-        );
-        assert!(
-            took < Duration::from_millis(50),
-            "{}: cancel took {took:?}",
-            format.name
-        );
-        assert!(
-            server.wait_client_closed(0, GENEROUS).is_some(),
-            "{}",
-            format.name
-        );
+        let ended = cancel_after_the_first_text_delta(client(&format, &server), request());
+        assert_aborted_within_50ms(format.name, ended, &server);
     }
 }
 

@@ -61,31 +61,33 @@ pub(crate) fn invalid_regex(pattern: &str, why: &str) -> io::Error {
     )
 }
 
+/// The parser every grep pattern goes through: case folding as asked, `^`/`$` at line
+/// boundaries, and classes over bytes (files are raw bytes).
+pub(super) fn parser(case_insensitive: bool) -> regex_syntax::Parser {
+    regex_syntax::ParserBuilder::new()
+        .case_insensitive(case_insensitive)
+        .multi_line(true)
+        .utf8(false)
+        .build()
+}
+
 impl LineMatcher {
     /// Compiles `pattern`; an invalid pattern is an `InvalidInput` error saying why.
     pub(crate) fn new(pattern: &str, case_insensitive: bool) -> io::Result<LineMatcher> {
-        let hir = regex_syntax::ParserBuilder::new()
-            .case_insensitive(case_insensitive)
-            .multi_line(true)
-            .utf8(false)
-            .build()
-            .parse(pattern)
-            .map_err(|error| {
-                let (kind, column) = match &error {
-                    regex_syntax::Error::Parse(e) => (e.kind().to_string(), e.span().start.column),
-                    regex_syntax::Error::Translate(e) => {
-                        (e.kind().to_string(), e.span().start.column)
-                    }
-                    _ => (error.to_string(), 1),
-                };
-                invalid_regex(
-                    pattern,
-                    &format!(
-                        "{kind} (at character {column}); fix the pattern, or escape characters \
+        let hir = parser(case_insensitive).parse(pattern).map_err(|error| {
+            let (kind, column) = match &error {
+                regex_syntax::Error::Parse(e) => (e.kind().to_string(), e.span().start.column),
+                regex_syntax::Error::Translate(e) => (e.kind().to_string(), e.span().start.column),
+                _ => (error.to_string(), 1),
+            };
+            invalid_regex(
+                pattern,
+                &format!(
+                    "{kind} (at character {column}); fix the pattern, or escape characters \
                          such as ( [ {{ . * + ? with a backslash to match them literally"
-                    ),
-                )
-            })?;
+                ),
+            )
+        })?;
         let hir = without_line_breaks(hir).ok_or_else(|| {
             invalid_regex(
                 pattern,

@@ -215,11 +215,7 @@ mod tests {
     use super::*;
 
     fn required_of(pattern: &str, case_insensitive: bool) -> Option<Required> {
-        let hir = regex_syntax::ParserBuilder::new()
-            .case_insensitive(case_insensitive)
-            .multi_line(true)
-            .utf8(false)
-            .build()
+        let hir = super::super::matcher::parser(case_insensitive)
             .parse(pattern)
             .unwrap();
         required(&hir)

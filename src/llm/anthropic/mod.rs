@@ -59,7 +59,8 @@ use std::fmt;
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::http::{self, Decoder, EventIter, HttpOptions, HttpRequest, WireFormat};
-use crate::llm::{Provider, Request, StreamEvent, sse};
+use crate::llm::wire::decode_body;
+use crate::llm::{Provider, Request};
 use request::build_body;
 use stream::AnthropicDecoder;
 
@@ -201,27 +202,7 @@ fn config_error(message: impl Into<String>) -> Error {
 ///
 /// An offline utility for tests, recorded transcripts and benchmarks: no I/O happens.
 pub fn decode_stream(body: &[u8]) -> Result<crate::llm::Response> {
-    let mut parser = sse::Parser::new();
-    let mut decoder = AnthropicDecoder::new(None);
-    let mut sse_events = Vec::new();
-    let mut events = Vec::new();
-    parser.feed(body, &mut sse_events);
-    parser.finish(&mut sse_events);
-    let mut response = None;
-    let mut take_finish = |events: &mut Vec<StreamEvent>| {
-        for event in events.drain(..) {
-            if let StreamEvent::Finish { response: r, .. } = event {
-                response = Some(*r);
-            }
-        }
-    };
-    for event in sse_events {
-        decoder.event(event, &mut events)?;
-        take_finish(&mut events);
-    }
-    decoder.end(&mut events)?;
-    take_finish(&mut events);
-    response.ok_or_else(|| Error::new(ErrorKind::Stream, "the stream has no finish event"))
+    decode_body(&mut AnthropicDecoder::new(None), body)
 }
 
 #[cfg(test)]

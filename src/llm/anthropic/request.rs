@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{CACHE_BETA, ID, config_error};
 use crate::error::Result;
+use crate::llm::wire::parse_data_url;
 use crate::llm::{
     ContentPart, ImageData, Message, Request, Role, ToolCall, ToolChoice, ToolResult,
 };
@@ -442,10 +443,8 @@ fn image_source(image: &ImageData) -> Option<ImageSource<'_>> {
         });
     }
     let url = image.url.as_deref()?;
-    if let Some(rest) = url.strip_prefix("data:") {
-        // data:<mime>;base64,<payload>
-        let (meta, payload) = rest.split_once(',')?;
-        let media_type = meta.strip_suffix(";base64")?;
+    if url.starts_with("data:") {
+        let (media_type, payload) = parse_data_url(url)?;
         return Some(ImageSource::Base64 {
             media_type: Cow::Borrowed(if media_type.is_empty() {
                 image.media_type_or_default()

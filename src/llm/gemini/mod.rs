@@ -57,7 +57,7 @@ use serde_json::Value;
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result, scrub_secrets};
 use crate::llm::http::{self, Decoder, EventIter, HttpRequest, WireFormat};
-use crate::llm::openai::{check_header_value, decode_body};
+use crate::llm::wire::{check_header_value, decode_body};
 use crate::llm::{HttpOptions, Provider, Request, Response};
 
 pub(crate) use stream::GeminiDecoder;
@@ -207,11 +207,7 @@ pub(crate) fn gemini_error(status: Option<u16>, headers: &[(String, String)], bo
     let grpc = error.get("status").and_then(Value::as_str);
     let message = match error.get("message").and_then(Value::as_str) {
         Some(m) if !m.is_empty() => m.to_string(),
-        _ if body.trim().is_empty() => match status {
-            Some(status) => format!("http status {status} with an empty body"),
-            None => "the stream reported an error".to_string(),
-        },
-        _ => body.trim().chars().take(200).collect(),
+        _ => http::message_from_body(body, status),
     };
     let details = error
         .get("details")

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::ID;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::base64;
-use crate::llm::openai::serialize_with_options;
+use crate::llm::wire::{parse_data_url, serialize_with_options, system_text};
 use crate::llm::{ContentPart, ImageData, Message, Request, Role, ToolChoice};
 
 #[derive(Serialize)]
@@ -120,18 +120,7 @@ struct GenerationConfig<'a> {
 
 /// Builds the JSON body of a streaming generateContent request.
 pub(super) fn request_body(request: &Request) -> Result<Vec<u8>> {
-    let mut system = String::new();
-    for message in &request.messages {
-        if matches!(message.role, Role::System | Role::Developer) {
-            let text = message.text();
-            if !text.is_empty() {
-                if !system.is_empty() {
-                    system.push_str("\n\n");
-                }
-                system.push_str(&text);
-            }
-        }
-    }
+    let system = system_text(&request.messages);
     // Function responses need the function's name: the result's own, or its call's.
     let mut call_names: HashMap<&str, &str> = HashMap::new();
     for message in &request.messages {
@@ -304,7 +293,7 @@ fn image_part(image: &ImageData) -> Part<'_> {
         if let Some((mime, data)) = parse_data_url(url) {
             return Part {
                 inline_data: Some(Blob {
-                    mime_type: Cow::Borrowed(mime),
+                    mime_type: Cow::Borrowed(if mime.is_empty() { "image/png" } else { mime }),
                     data: Cow::Borrowed(data),
                 }),
                 ..Part::default()
@@ -325,14 +314,6 @@ fn image_part(image: &ImageData) -> Part<'_> {
         }),
         ..Part::default()
     }
-}
-
-/// `data:<mime>;base64,<data>` → (mime, data).
-fn parse_data_url(url: &str) -> Option<(&str, &str)> {
-    let rest = url.strip_prefix("data:")?;
-    let (meta, data) = rest.split_once(',')?;
-    let mime = meta.strip_suffix(";base64")?;
-    Some((if mime.is_empty() { "image/png" } else { mime }, data))
 }
 
 /// `thinkingConfig` for `effort` on `model` (see the module docs for the mapping).

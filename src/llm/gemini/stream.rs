@@ -14,8 +14,8 @@ use super::{ID, gemini_error};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::accumulate::{ResponseBuilder, Slot};
 use crate::llm::http::Decoder;
-use crate::llm::openai::malformed;
 use crate::llm::sse;
+use crate::llm::wire::malformed;
 use crate::llm::{ContentPart, FinishKind, FinishReason, StreamEvent, ToolCall};
 
 #[derive(Deserialize)]

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::request::gemini_schema;
 use super::*;
-use crate::llm::openai::test_support::*;
+use crate::llm::test_support::*;
 use crate::llm::{
     ContentPart, FinishKind, FinishReason, Message, StreamEvent, ThinkingData, ToolCall,
     ToolChoice, ToolDefinition, ToolResult,
@@ -37,39 +37,19 @@ fn every_gemini_capture_decodes_to_its_expected_result_whole_split_and_bytewise(
             body.windows(2).any(|w| w == b"\r\n"),
             "{name} is CRLF-framed"
         );
-        let whole = decode_whole(decoder(), &body);
-        check(&name, &expected, &whole.result);
+        let whole = check_capture(&name, &body, &expected, decoder, |_, _, _| {});
         let response = whole.result.as_ref().unwrap();
         assert_eq!(
             signature_count(response) as u64,
             expected["thought_signatures"].as_u64().unwrap(),
             "{name}: parts with a thought signature"
         );
-        let shapes = event_shapes(&whole.events);
-        let bytewise = decode_bytewise(decoder(), &body);
-        check(&format!("{name} bytewise"), &expected, &bytewise.result);
-        assert_eq!(event_shapes(&bytewise.events), shapes, "{name} bytewise");
-        for at in split_points(body.len()) {
-            let split = decode_split(decoder(), &body, at);
-            assert_eq!(event_shapes(&split.events), shapes, "{name} split at {at}");
-        }
     }
 }
 
 #[test]
 fn error_bodies_of_the_gemini_api_classify_as_recorded() {
-    let provider = Gemini::new("AIza-test");
-    let mut seen = 0;
-    for (path, body, expected) in cases("errors", "json") {
-        if expected["provider"] != "gemini" {
-            continue;
-        }
-        seen += 1;
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let status = expected["http"]["status"].as_u64().unwrap() as u16;
-        let err = provider.classify_error(status, &[], &String::from_utf8(body).unwrap());
-        check_error(&name, &expected["error"], &err);
-    }
+    let seen = check_recorded_errors(&Gemini::new("AIza-test"), |from| from == "gemini");
     assert_eq!(seen, 3);
 }
 

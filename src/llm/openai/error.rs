@@ -38,14 +38,9 @@ pub(crate) fn openai_error(
         Some(e) => (e.kind, e.code, e.message),
         None => (None, None, None),
     };
-    let message = match message.filter(|m| !m.is_empty()) {
-        Some(m) => m,
-        None if body.trim().is_empty() => match status {
-            Some(status) => format!("http status {status} with an empty body"),
-            None => "the stream reported an error".to_string(),
-        },
-        None => body.trim().chars().take(200).collect(),
-    };
+    let message = message
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| http::message_from_body(body, status));
     let mut error = provider_error(provider, status, code.as_ref(), kind.as_deref(), &message);
     if let Some(wait) = http::retry_after_from_headers(headers) {
         error = error.with_retry_after(wait);

@@ -28,22 +28,20 @@
 //! → `tool_calls`), `response.incomplete` finishes with `length` (`max_output_tokens`) or
 //! `content_filter`; `response.failed` and the in-stream `error` event are errors. Refusal
 //! text is not answer text: it is reported as a warning (`refusal: …`). Event types the
-//! decoder does not know are passed through as [`StreamEvent::ProviderEvent`].
+//! decoder does not know are passed through as
+//! [`StreamEvent::ProviderEvent`](crate::llm::StreamEvent::ProviderEvent).
 
 mod error;
 mod request;
 mod stream;
 
-use std::borrow::Cow;
 use std::fmt;
 
-use serde::Serialize;
-use serde_json::Value;
-
 use crate::cancel::CancelToken;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::llm::http::{self, Decoder, EventIter, HttpRequest, WireFormat};
-use crate::llm::{HttpOptions, ImageData, Provider, Request, Response, StreamEvent, sse};
+use crate::llm::wire::{check_header_value, decode_body};
+use crate::llm::{HttpOptions, Provider, Request, Response};
 
 pub(crate) use error::openai_error;
 pub(crate) use stream::ResponsesDecoder;
@@ -183,111 +181,5 @@ pub fn decode_stream(body: &[u8]) -> Result<Response> {
     decode_body(&mut ResponsesDecoder::new(ID), body)
 }
 
-// ---------------------------------------------------------------------------------------
-// Helpers shared by the wire formats
-// ---------------------------------------------------------------------------------------
-
-/// Runs a whole body through the SSE parser and `decoder`; the response of its `Finish`.
-pub(crate) fn decode_body(decoder: &mut dyn Decoder, body: &[u8]) -> Result<Response> {
-    let mut parser = sse::Parser::new();
-    let mut sse_events = Vec::new();
-    let mut events = Vec::new();
-    parser.feed(body, &mut sse_events);
-    parser.finish(&mut sse_events);
-    let mut response = None;
-    for event in sse_events {
-        decoder.event(event, &mut events)?;
-        take_finish(&mut events, &mut response);
-    }
-    decoder.end(&mut events)?;
-    take_finish(&mut events, &mut response);
-    response.ok_or_else(|| Error::new(ErrorKind::Stream, "the stream has no finish event"))
-}
-
-fn take_finish(events: &mut Vec<StreamEvent>, response: &mut Option<Response>) {
-    for event in events.drain(..) {
-        if let StreamEvent::Finish { response: r, .. } = event {
-            *response = Some(*r);
-        }
-    }
-}
-
-/// A configuration error unless `value` can travel in an HTTP header (visible ASCII).
-pub(crate) fn check_header_value(provider: &str, what: &str, value: &str) -> Result<()> {
-    if value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            ErrorKind::Configuration,
-            format!("the {provider} {what} contains characters an http header cannot carry"),
-        )
-        .with_provider(provider))
-    }
-}
-
-/// The image as a URL: its own URL, or a `data:` URI of its bytes.
-pub(crate) fn image_url(image: &ImageData) -> Cow<'_, str> {
-    match (&image.url, &image.data) {
-        (Some(url), _) => Cow::Borrowed(url.as_str()),
-        (None, _) => Cow::Owned(format!(
-            "data:{};base64,{}",
-            image.media_type_or_default(),
-            image.base64()
-        )),
-    }
-}
-
-/// Serialises `body`, then merges `options` (a provider's `provider_options` object) into it.
-pub(crate) fn serialize_with_options<T: Serialize>(
-    body: &T,
-    options: Option<&serde_json::Map<String, Value>>,
-) -> Result<Vec<u8>> {
-    let encode_error = |e: serde_json::Error| {
-        Error::new(
-            ErrorKind::InvalidRequest,
-            format!("cannot encode the request: {e}"),
-        )
-    };
-    match options {
-        None => serde_json::to_vec(body).map_err(encode_error),
-        Some(options) => {
-            let mut value = serde_json::to_value(body).map_err(encode_error)?;
-            for (key, option) in options {
-                merge_json(&mut value, key, option);
-            }
-            serde_json::to_vec(&value).map_err(encode_error)
-        }
-    }
-}
-
-/// Sets `target[key] = value`, merging key by key where both sides are objects.
-pub(crate) fn merge_json(target: &mut Value, key: &str, value: &Value) {
-    let Some(map) = target.as_object_mut() else {
-        return;
-    };
-    match (map.get_mut(key), value) {
-        (Some(existing @ Value::Object(_)), Value::Object(incoming)) => {
-            for (k, v) in incoming {
-                merge_json(existing, k, v);
-            }
-        }
-        _ => {
-            map.insert(key.to_string(), value.clone());
-        }
-    }
-}
-
-/// A stream error for an event whose data is not the JSON the format promises.
-pub(crate) fn malformed(provider: &str, data: &str, error: &serde_json::Error) -> Error {
-    Error::new(
-        ErrorKind::Stream,
-        format!("malformed event data from the provider: {error}"),
-    )
-    .with_provider(provider.to_string())
-    .with_body(data)
-}
-
-#[cfg(test)]
-pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;

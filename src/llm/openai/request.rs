@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{image_url, serialize_with_options};
 use crate::error::Result;
+use crate::llm::wire::{image_url, serialize_with_options, system_text};
 use crate::llm::{
     ContentPart, ImageData, Message, Request, Role, ToolChoice, ToolKind, ToolResult,
 };
@@ -134,20 +134,11 @@ struct Grammar<'a> {
 
 /// Builds the JSON body of a streaming Responses request.
 pub(super) fn request_body(request: &Request, provider_id: &str) -> Result<Vec<u8>> {
-    let mut instructions: Option<String> = None;
+    let instructions = Some(system_text(&request.messages)).filter(|s| !s.is_empty());
     let mut input: Vec<Item<'_>> = Vec::with_capacity(request.messages.len() + 4);
     for message in &request.messages {
         match message.role {
-            Role::System | Role::Developer => {
-                let text = message.text();
-                if !text.is_empty() {
-                    let joined = instructions.get_or_insert_with(String::new);
-                    if !joined.is_empty() {
-                        joined.push_str("\n\n");
-                    }
-                    joined.push_str(&text);
-                }
-            }
+            Role::System | Role::Developer => {}
             Role::User | Role::Assistant | Role::Tool => push_items(message, &mut input),
         }
     }

@@ -8,11 +8,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::provider_error;
-use super::malformed;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::accumulate::{ResponseBuilder, Slot};
 use crate::llm::http::Decoder;
 use crate::llm::sse;
+use crate::llm::wire::malformed;
 use crate::llm::{ContentPart, FinishKind, FinishReason, StreamEvent, ToolKind, Usage};
 
 #[derive(Deserialize)]

@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use super::test_support::*;
 use super::*;
+use crate::llm::test_support::*;
 use crate::llm::{
     ContentPart, FinishKind, FreeformFormat, Message, Role, StreamEvent, ThinkingData, ToolCall,
     ToolDefinition, ToolKind, ToolResult,
@@ -17,25 +17,13 @@ fn decoder() -> Box<dyn Decoder> {
 fn every_responses_capture_decodes_to_its_expected_result_whole_split_and_bytewise() {
     for (path, body, expected) in cases("openai-responses", "sse") {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let whole = decode_whole(decoder(), &body);
-        check(&name, &expected, &whole.result);
-        let shapes = event_shapes(&whole.events);
-        let bytewise = decode_bytewise(decoder(), &body);
-        check(&format!("{name} bytewise"), &expected, &bytewise.result);
-        assert_eq!(
-            event_shapes(&bytewise.events),
-            shapes,
-            "{name} bytewise events"
-        );
-        for at in split_points(body.len()) {
-            let split = decode_split(decoder(), &body, at);
-            assert_eq!(event_shapes(&split.events), shapes, "{name} split at {at}");
+        let whole = check_capture(&name, &body, &expected, decoder, |whole, at, split| {
             assert_eq!(
                 split.result.as_ref().ok(),
                 whole.result.as_ref().ok(),
                 "{name} split at {at}"
             );
-        }
+        });
         // The deltas a UI shows add up to the response's text.
         if let Ok(response) = &whole.result {
             let (text, _) = streamed_text_and_reasoning(&whole.events);
@@ -102,18 +90,7 @@ fn the_in_stream_error_event_is_an_error_after_the_stream_started() {
 
 #[test]
 fn error_bodies_of_the_responses_api_classify_as_recorded() {
-    let provider = OpenAi::new("sk-test");
-    let mut seen = 0;
-    for (path, body, expected) in cases("errors", "json") {
-        if expected["provider"] != "openai-responses" {
-            continue;
-        }
-        seen += 1;
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let status = expected["http"]["status"].as_u64().unwrap() as u16;
-        let err = provider.classify_error(status, &[], &String::from_utf8(body).unwrap());
-        check_error(&name, &expected["error"], &err);
-    }
+    let seen = check_recorded_errors(&OpenAi::new("sk-test"), |from| from == "openai-responses");
     assert_eq!(seen, 2);
 }
 

@@ -46,8 +46,9 @@ use serde_json::Value;
 use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
 use crate::llm::http::{self, Decoder, EventIter, HttpRequest, WireFormat};
-use crate::llm::openai::{
-    check_header_value, decode_body, image_url, openai_error, serialize_with_options,
+use crate::llm::openai::openai_error;
+use crate::llm::wire::{
+    check_header_value, decode_body, image_url, serialize_with_options, system_text,
 };
 use crate::llm::{
     ContentPart, HttpOptions, ImageData, Message, Provider, Request, Response, Role, ToolChoice,
@@ -213,7 +214,7 @@ impl WireFormat for OpenAiChat {
                 "{} (no api key is configured for this provider)",
                 error.message()
             );
-            return rebuild_with_message(error, message);
+            return error.with_message(message);
         }
         error
     }
@@ -225,26 +226,6 @@ impl WireFormat for OpenAiChat {
 /// An offline utility for tests, recorded transcripts and benchmarks: no I/O happens.
 pub fn decode_stream(body: &[u8]) -> Result<Response> {
     decode_body(&mut ChatDecoder::new(DEFAULT_ID), body)
-}
-
-fn rebuild_with_message(error: Error, message: String) -> Error {
-    let mut rebuilt = Error::new(error.kind(), message);
-    if let Some(p) = error.provider() {
-        rebuilt = rebuilt.with_provider(p.to_string());
-    }
-    if let Some(s) = error.status() {
-        rebuilt = rebuilt.with_status(s);
-    }
-    if let Some(c) = error.code() {
-        rebuilt = rebuilt.with_code(c.to_string());
-    }
-    if let Some(b) = error.body_excerpt() {
-        rebuilt = rebuilt.with_body(b);
-    }
-    if let Some(r) = error.retry_after() {
-        rebuilt = rebuilt.with_retry_after(r);
-    }
-    rebuilt
 }
 
 // ---------------------------------------------------------------------------------------
@@ -341,18 +322,7 @@ struct ChatFunction<'a> {
 }
 
 fn request_body(request: &Request, provider_id: &str, openai_host: bool) -> Result<Vec<u8>> {
-    let mut system = String::new();
-    for message in &request.messages {
-        if matches!(message.role, Role::System | Role::Developer) {
-            let text = message.text();
-            if !text.is_empty() {
-                if !system.is_empty() {
-                    system.push_str("\n\n");
-                }
-                system.push_str(&text);
-            }
-        }
-    }
+    let system = system_text(&request.messages);
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !system.is_empty() {
         messages.push(ChatMessage {

@@ -11,8 +11,9 @@ use super::lenient;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::accumulate::{ResponseBuilder, Slot};
 use crate::llm::http::Decoder;
-use crate::llm::openai::{malformed, openai_error};
+use crate::llm::openai::openai_error;
 use crate::llm::sse;
+use crate::llm::wire::malformed;
 use crate::llm::{ContentPart, FinishKind, FinishReason, StreamEvent};
 
 #[derive(Deserialize)]

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::ErrorKind;
-use crate::llm::openai::test_support::*;
+use crate::llm::test_support::*;
 use crate::llm::{FinishKind, FinishReason, ImageData, ToolCall, ToolDefinition, ToolResult};
 
 fn decoder() -> Box<dyn Decoder> {
@@ -16,16 +16,7 @@ fn decoder() -> Box<dyn Decoder> {
 fn every_chat_capture_decodes_to_its_expected_result_whole_split_and_bytewise() {
     for (path, body, expected) in cases("openai-chat", "sse") {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let whole = decode_whole(decoder(), &body);
-        check(&name, &expected, &whole.result);
-        let shapes = event_shapes(&whole.events);
-        let bytewise = decode_bytewise(decoder(), &body);
-        check(&format!("{name} bytewise"), &expected, &bytewise.result);
-        assert_eq!(event_shapes(&bytewise.events), shapes, "{name} bytewise");
-        for at in split_points(body.len()) {
-            let split = decode_split(decoder(), &body, at);
-            assert_eq!(event_shapes(&split.events), shapes, "{name} split at {at}");
-        }
+        let whole = check_capture(&name, &body, &expected, decoder, |_, _, _| {});
         // Before an in-stream error, the reasoning already streamed is what was recorded.
         if let (Err(_), Some(reasoning)) = (&whole.result, expected["reasoning"].as_str()) {
             let (text, streamed) = streamed_text_and_reasoning(&whole.events);
@@ -42,18 +33,9 @@ fn every_chat_capture_decodes_to_its_expected_result_whole_split_and_bytewise() 
 #[test]
 fn error_bodies_of_chat_servers_classify_as_recorded() {
     let provider = OpenAiChat::compatible("http://127.0.0.1:1/v1").with_api_key("sk-test");
-    let mut seen = 0;
-    for (path, body, expected) in cases("errors", "json") {
-        let from = expected["provider"].as_str().unwrap();
-        if from != "openai-chat" && !from.contains("openai-chat compatible") {
-            continue;
-        }
-        seen += 1;
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let status = expected["http"]["status"].as_u64().unwrap() as u16;
-        let err = provider.classify_error(status, &[], &String::from_utf8(body).unwrap());
-        check_error(&name, &expected["error"], &err);
-    }
+    let seen = check_recorded_errors(&provider, |from| {
+        from == "openai-chat" || from.contains("openai-chat compatible")
+    });
     assert_eq!(seen, 3);
 }
 

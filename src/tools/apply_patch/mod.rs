@@ -12,7 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -208,18 +207,12 @@ fn read_original(
     path: &Path,
     shown: &str,
 ) -> Result<Option<Vec<u8>>, String> {
-    match ctx.env.stat(path) {
-        Ok(stat) if stat.is_dir => Err(format!(
-            "{shown} is a directory; apply_patch adds, updates and deletes files only"
-        )),
-        Ok(_) => ctx
-            .env
-            .read_bytes(path)
-            .map(Some)
-            .map_err(|e| format!("could not read {shown}: {e}")),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("could not read {shown}: {e}")),
-    }
+    args::read_existing(
+        ctx,
+        path,
+        shown,
+        "apply_patch adds, updates and deletes files only",
+    )
 }
 
 fn plan(patch: &Patch, ctx: &ToolContext<'_>) -> Result<Plan, String> {

@@ -1,8 +1,14 @@
 //! Test support: a loopback HTTP server, the conformance checker, client builders.
+// Each test module uses its own part of the support code (and the benches include some
+// files by path), so some items go unused in any one build.
 #![allow(dead_code)]
 
+pub mod cancel;
 pub mod conformance;
+pub mod providers;
+pub mod served;
 pub mod server;
+pub mod tree_cases;
 
 use std::time::Duration;
 

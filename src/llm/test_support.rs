@@ -1,13 +1,14 @@
 //! Unit-test support for the wire formats: runs a recorded body through [`sse::Parser`]
 //! and a [`Decoder`] (whole, split at a point, one byte at a time) and compares the result
-//! with the conformance corpus's `.expected.json`. Pure code: no server, no threads.
+//! with the conformance corpus's `.expected.json`; classifies the recorded error bodies.
+//! Pure code: no server, no threads.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::llm::http::Decoder;
+use crate::llm::http::{Decoder, WireFormat};
 use crate::llm::sse;
 use crate::llm::{FinishKind, Response, StreamEvent, ToolKind};
 
@@ -125,6 +126,52 @@ pub(crate) fn split_points(len: usize) -> Vec<usize> {
     points.extend((128..len - 128).step_by(stride.max(1)));
     points.extend(len - 128..=len);
     points
+}
+
+/// Decodes a capture whole, one byte at a time and in two reads at every one of
+/// [`split_points`]; checks the whole and bytewise results against `expected` and that
+/// every run streams the same events (ids aside). `check_split(whole, at, split)` adds a
+/// format's own checks of each split run. Returns the whole run.
+pub(crate) fn check_capture(
+    name: &str,
+    body: &[u8],
+    expected: &Value,
+    decoder: fn() -> Box<dyn Decoder>,
+    mut check_split: impl FnMut(&Decoded, usize, &Decoded),
+) -> Decoded {
+    let whole = decode_whole(decoder(), body);
+    check(name, expected, &whole.result);
+    let shapes = event_shapes(&whole.events);
+    let bytewise = decode_bytewise(decoder(), body);
+    check(&format!("{name} bytewise"), expected, &bytewise.result);
+    assert_eq!(event_shapes(&bytewise.events), shapes, "{name} bytewise");
+    for at in split_points(body.len()) {
+        let split = decode_split(decoder(), body, at);
+        assert_eq!(event_shapes(&split.events), shapes, "{name} split at {at}");
+        check_split(&whole, at, &split);
+    }
+    whole
+}
+
+/// Classifies, with `wire`, every recorded error body of the corpus whose `provider`
+/// `recorded_from` accepts, and checks each against its expected error. Returns how many
+/// it checked.
+pub(crate) fn check_recorded_errors(
+    wire: &dyn WireFormat,
+    recorded_from: impl Fn(&str) -> bool,
+) -> usize {
+    let mut seen = 0;
+    for (path, body, expected) in cases("errors", "json") {
+        if !recorded_from(expected["provider"].as_str().unwrap_or_default()) {
+            continue;
+        }
+        seen += 1;
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let status = u16::try_from(expected["http"]["status"].as_u64().unwrap()).unwrap();
+        let err = wire.classify_error(status, &[], &String::from_utf8(body).unwrap());
+        check_error(&name, &expected["error"], &err);
+    }
+    seen
 }
 
 /// A string naming the unified finish kind, as the corpus spells it.
