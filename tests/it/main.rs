@@ -10,6 +10,8 @@ mod exec_process;
 mod gemini;
 mod openai;
 mod openai_chat;
+mod parity;
+mod parity_kit;
 mod prompt;
 mod requests;
 mod scripted;

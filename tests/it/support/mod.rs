@@ -3,6 +3,7 @@
 
 pub mod conformance;
 pub mod server;
+pub mod turns;
 
 use std::time::Duration;
 
