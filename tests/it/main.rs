@@ -12,6 +12,7 @@ mod openai;
 mod openai_chat;
 mod parity;
 mod parity_kit;
+mod profiles;
 mod prompt;
 mod requests;
 mod scripted;

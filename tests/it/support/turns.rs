@@ -248,3 +248,47 @@ pub fn gemini_turn(text: &str, calls: &[Call]) -> Reply {
 pub fn anthropic_turn(text: &str, calls: &[Call]) -> Reply {
     Reply::sse(anthropic_sse(text, calls))
 }
+
+/// An OpenAI Chat Completions stream (`data:` lines, `[DONE]`): optional text, then the
+/// calls (function calls only; a freeform tool is a function on this format).
+pub fn chat_sse(text: &str, calls: &[Call]) -> String {
+    let mut out = String::new();
+    let chunk = |out: &mut String, delta: Value, finish: Option<&str>| {
+        let data = json!({"id": "chatcmpl-loopback", "object": "chat.completion.chunk",
+                          "model": "loopback",
+                          "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        out.push_str("data: ");
+        out.push_str(&data.to_string());
+        out.push_str("\n\n");
+    };
+    chunk(&mut out, json!({"role": "assistant", "content": ""}), None);
+    for piece in halves(text) {
+        if !piece.is_empty() {
+            chunk(&mut out, json!({"content": piece}), None);
+        }
+    }
+    for (index, call) in calls.iter().enumerate() {
+        let Call::Function { id, name, args } = call else {
+            panic!("Chat Completions has no freeform calls");
+        };
+        chunk(
+            &mut out,
+            json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                                   "function": {"name": name, "arguments": args.to_string()}}]}),
+            None,
+        );
+    }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    chunk(&mut out, json!({}), Some(finish));
+    out.push_str("data: [DONE]\n\n");
+    out
+}
+
+/// [`chat_sse`] as a reply.
+pub fn chat_turn(text: &str, calls: &[Call]) -> Reply {
+    Reply::sse(chat_sse(text, calls))
+}
