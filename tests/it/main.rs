@@ -28,6 +28,7 @@ mod session_steering;
 mod session_support;
 mod session_tools;
 mod sse;
+mod subagents;
 mod support;
 mod tools;
 mod tools_search;
