@@ -29,6 +29,7 @@ mod session_support;
 mod session_tools;
 mod sse;
 mod subagents;
+mod subagents_lifecycle;
 mod support;
 mod tools;
 mod tools_search;

@@ -2,26 +2,22 @@
 //! shutdown of children with their parent, send_input / wait / close_agent, working
 //! directory scoping, model and turn-limit overrides. The loopback server routes each
 //! request by a marker in its body, since a parent's and its children's requests
-//! interleave in no fixed order.
+//! interleave in no fixed order. The parent's lifecycle is in `subagents_lifecycle.rs`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
-use agentloop::session::{EventKind, Session, SessionConfig, SessionEvent, StopReason};
+use agentloop::session::{EventKind, SessionConfig, SessionEvent, StopReason};
 use serde_json::{Value, json};
 
 use crate::parity_kit::{Ended, Kit, Run, ended};
-use crate::session_support::{DirEnv, collect_input, collect_to_end, collect_until, names};
 use crate::support::Server;
 use crate::support::turns::function;
 
-const KIT: Kit = Kit::Anthropic;
+pub const KIT: Kit = Kit::Anthropic;
 
 /// The events of subagents among `events`, one level deep: `(agent id, event)`.
-fn child_events(events: &[SessionEvent]) -> Vec<(String, SessionEvent)> {
+pub fn child_events(events: &[SessionEvent]) -> Vec<(String, SessionEvent)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -34,7 +30,7 @@ fn child_events(events: &[SessionEvent]) -> Vec<(String, SessionEvent)> {
 }
 
 /// The `TOOL_CALL_END`s of one subagent.
-fn child_ended(events: &[SessionEvent], agent: &str) -> Vec<Ended> {
+pub fn child_ended(events: &[SessionEvent], agent: &str) -> Vec<Ended> {
     let mine: Vec<SessionEvent> = child_events(events)
         .into_iter()
         .filter(|(id, _)| id == agent)
@@ -43,7 +39,7 @@ fn child_ended(events: &[SessionEvent], agent: &str) -> Vec<Ended> {
     ended(&mine)
 }
 
-fn json_of(text: &str) -> Value {
+pub fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
@@ -296,133 +292,6 @@ fn with_depth_two_a_child_spawns_a_grandchild_whose_events_arrive_nested() {
     let leaf = first_with("TASK-LEAF", "TASK-MIDDLE");
     assert!(KIT.tool_names(&middle).contains(&"spawn_agent".to_string()));
     assert!(!KIT.tool_names(&leaf).contains(&"spawn_agent".to_string()));
-}
-
-/// Starts a parent whose child runs `echo pid=$$; exec sleep 30`; returns the run and the
-/// pid of the child's command once the parent's input is done and the command runs.
-fn parent_with_a_sleeping_child() -> (Run, u32, Vec<SessionEvent>) {
-    let server = Server::start_routed(
-        vec![
-            (
-                "PARENT-SLEEPER",
-                vec![
-                    KIT.calls(&[function("p1", "spawn_agent", json!({"task": "TASK-SLEEP"}))]),
-                    KIT.text("spawned"),
-                ],
-            ),
-            (
-                "TASK-SLEEP",
-                vec![KIT.calls(&[function(
-                    "c1",
-                    "shell",
-                    json!({"command": "echo pid=$$; exec sleep 30", "timeout_ms": 60000}),
-                )])],
-            ),
-        ],
-        vec![],
-    );
-    let mut run = Run::with(KIT, server, SessionConfig::default(), |_| {});
-    run.session
-        .submit("PARENT-SLEEPER start a long job")
-        .unwrap();
-    let mut seen = Vec::new();
-    let mut stdout = String::new();
-    let mut pid: Option<u32> = None;
-    let mut parent_done = false;
-    while pid.is_none() || !parent_done {
-        let batch = collect_until(&mut run.events, |e| match &e.kind {
-            EventKind::ProcessingEnd { .. } => true,
-            EventKind::SubagentEvent { event, .. } => {
-                matches!(event.kind, EventKind::ToolCallOutputDelta { .. })
-            }
-            _ => false,
-        });
-        for event in &batch {
-            match &event.kind {
-                EventKind::ProcessingEnd { .. } => parent_done = true,
-                EventKind::SubagentEvent { event, .. } => {
-                    if let EventKind::ToolCallOutputDelta { delta, .. } = &event.kind {
-                        stdout.push_str(delta);
-                    }
-                }
-                _ => {}
-            }
-        }
-        // The pid line is complete once its newline arrived.
-        pid = stdout
-            .split("pid=")
-            .nth(1)
-            .and_then(|rest| rest.split_once('\n'))
-            .and_then(|(number, _)| number.trim().parse().ok());
-        seen.extend(batch);
-    }
-    (run, pid.unwrap(), seen)
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie has exited; only a live process counts.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-fn assert_child_closed_before_parent(events: &[SessionEvent]) {
-    let child_end = events
-        .iter()
-        .position(|e| match &e.kind {
-            EventKind::SubagentEvent { event, .. } => {
-                matches!(event.kind, EventKind::SessionEnd { .. })
-            }
-            _ => false,
-        })
-        .unwrap_or_else(|| panic!("no child SESSION_END: {:?}", names(events)));
-    let parent_end = events
-        .iter()
-        .position(|e| matches!(e.kind, EventKind::SessionEnd { .. }))
-        .unwrap();
-    assert!(child_end < parent_end);
-}
-
-#[test]
-fn closing_aborting_or_dropping_the_parent_closes_its_children_and_their_processes() {
-    for how in ["close", "abort", "drop"] {
-        let (mut run, pid, _) = parent_with_a_sleeping_child();
-        assert!(alive(pid), "{how}: the child's command runs");
-        let started = Instant::now();
-        let events = match how {
-            "close" => {
-                run.session.close();
-                collect_to_end(&mut run.events)
-            }
-            "abort" => {
-                run.session.abort();
-                collect_to_end(&mut run.events)
-            }
-            _ => {
-                let Run {
-                    session,
-                    mut events,
-                    server,
-                    dir,
-                    ..
-                } = run;
-                drop(session);
-                let rest: Vec<SessionEvent> = events.by_ref().collect();
-                drop((server, dir));
-                assert_child_closed_before_parent(&rest);
-                assert!(!alive(pid), "drop: the child's command is gone");
-                continue;
-            }
-        };
-        // A ceiling far below the command's 30 s: the process group was killed.
-        assert!(started.elapsed() < Duration::from_secs(15), "{how}");
-        assert_child_closed_before_parent(&events);
-        assert!(!alive(pid), "{how}: the child's command is gone");
-    }
 }
 
 #[test]
@@ -754,65 +623,4 @@ fn a_model_override_and_a_turn_limit_apply_to_the_child() {
         .into_iter()
         .any(|(_, e)| matches!(e.kind, EventKind::TurnLimit { .. }));
     assert!(limit);
-}
-
-#[test]
-fn a_child_never_cleans_up_the_shared_environment_its_parent_does_once() {
-    let server = Server::start_routed(
-        vec![
-            (
-                "PARENT-ENV",
-                vec![
-                    KIT.calls(&[function("p1", "spawn_agent", json!({"task": "TASK-ENV"}))]),
-                    KIT.calls(&[function("p2", "wait", json!({"agent_id": "agent-1"}))]),
-                    KIT.text("ok"),
-                ],
-            ),
-            (
-                "TASK-ENV",
-                vec![
-                    KIT.calls(&[function(
-                        "c1",
-                        "write_file",
-                        json!({"file_path": "shared.txt", "content": "same fs\n"}),
-                    )]),
-                    KIT.text("written"),
-                ],
-            ),
-        ],
-        vec![],
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let env = Arc::new(DirEnv::new(dir.path()));
-    let session = Session::new(
-        KIT.profile(),
-        env.clone(),
-        KIT.client(&server),
-        SessionConfig::default(),
-    )
-    .unwrap();
-    let mut events = session.events();
-    session.submit("PARENT-ENV go").unwrap();
-    let seen = collect_input(&mut events);
-    let wait = ended(&seen)
-        .into_iter()
-        .find(|e| e.tool_name == "wait")
-        .unwrap();
-    assert_eq!(json_of(&wait.text)["output"], "written");
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("shared.txt")).unwrap(),
-        "same fs\n"
-    );
-    assert_eq!(
-        env.cleanups.load(Ordering::SeqCst),
-        0,
-        "the child did not clean up"
-    );
-    session.close();
-    collect_to_end(&mut events);
-    assert_eq!(
-        env.cleanups.load(Ordering::SeqCst),
-        1,
-        "the parent did, once"
-    );
 }
