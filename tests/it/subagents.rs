@@ -1,8 +1,8 @@
 //! Subagents (spec §7) through real sessions: concurrency, depth limits, event forwarding,
-//! shutdown of children with their parent, send_input / wait / close_agent, working
-//! directory scoping, model and turn-limit overrides. The loopback server routes each
-//! request by a marker in its body, since a parent's and its children's requests
-//! interleave in no fixed order. The parent's lifecycle is in `subagents_lifecycle.rs`.
+//! send_input / wait / close_agent, working directory scoping, model and turn-limit
+//! overrides. The loopback server routes each request by a marker in its body, since a
+//! parent's and its children's requests interleave in no fixed order. The parent's
+//! lifecycle is in `subagents_lifecycle.rs`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
