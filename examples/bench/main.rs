@@ -9,6 +9,7 @@ mod grep;
 mod loop_;
 mod prompt;
 mod sse;
+mod subagents;
 mod tools;
 
 /// One row of the table.
@@ -37,6 +38,7 @@ const SECTIONS: &[Section] = &[
     ("prompt", prompt::run),
     ("loop", loop_::run),
     ("tools", tools::run),
+    ("subagents", subagents::run),
 ];
 
 fn main() {

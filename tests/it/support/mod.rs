@@ -9,6 +9,7 @@ pub mod providers;
 pub mod served;
 pub mod server;
 pub mod tree_cases;
+pub mod turns;
 
 use std::time::Duration;
 
