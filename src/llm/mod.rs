@@ -18,6 +18,7 @@ mod accumulate;
 mod base64;
 pub mod client;
 mod http;
+mod replay;
 pub use http::HttpOptions;
 
 pub mod anthropic;

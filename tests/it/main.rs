@@ -30,4 +30,5 @@ mod tools;
 mod tools_search;
 mod tools_shell;
 mod tools_tree;
+mod transcript;
 mod wire;
