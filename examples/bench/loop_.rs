@@ -19,9 +19,9 @@ use serde_json::json;
 
 #[allow(dead_code)]
 #[path = "../../tests/it/support/server.rs"]
-mod server;
+pub(crate) mod server;
 #[path = "../../tests/it/session_sse.rs"]
-mod session_sse;
+pub(crate) mod session_sse;
 
 use server::{Reply, Server};
 use session_sse::{anthropic_sse, partial_text_sse};

@@ -10,6 +10,7 @@ mod loop_;
 mod prompt;
 mod sse;
 mod tools;
+mod transcript;
 
 /// One row of the table.
 pub struct Row {
@@ -37,6 +38,7 @@ const SECTIONS: &[Section] = &[
     ("prompt", prompt::run),
     ("loop", loop_::run),
     ("tools", tools::run),
+    ("transcript", transcript::run),
 ];
 
 fn main() {

@@ -41,8 +41,9 @@
 //!   [`warnings`](Transcript::warnings)); unknown fields are ignored. New record types can
 //!   therefore be added without breaking older readers.
 //! - A last line cut short by a crash (not valid JSON and not ended by a newline) is
-//!   ignored and reported as [`torn_last_line`](Transcript::torn_last_line); every other
-//!   line must be valid JSON or reading fails, naming the line.
+//!   ignored and reported as [`torn_last_line`](Transcript::torn_last_line). Every other
+//!   non-blank line must be a valid record (or a record of an unknown type), or reading
+//!   fails, naming the line: a history with a hole in it would not be the session's.
 //! - An `event` record whose event does not decode (a kind from a newer version) is skipped
 //!   with a warning: events are a log, the history does not depend on them.
 //!

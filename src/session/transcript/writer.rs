@@ -36,8 +36,9 @@ fn io_error(message: String, err: io::Error) -> Error {
 
 /// Creates `path`, which must not exist.
 fn create_new(path: &Path) -> Result<File> {
+    // Append mode: every line lands at the end even if another writer appends too.
     OpenOptions::new()
-        .write(true)
+        .append(true)
         .create_new(true)
         .open(path)
         .map_err(|err| {
