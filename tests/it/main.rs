@@ -1,5 +1,6 @@
 //! The integration tests: one binary, one module per feature.
 
+mod agent_cli;
 mod anthropic;
 mod apply_patch;
 mod client;
