@@ -21,28 +21,32 @@ use crate::wire::{GEMINI_KEY, OPENAI_KEY};
 #[path = "../../examples/agent/args.rs"]
 mod args;
 
-/// The agent example built by `cargo test`.
-fn agent_binary() -> PathBuf {
+/// The example `name` as built by `cargo test` (which builds every example).
+pub fn example_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("the test binary lives in target/<profile>/deps");
-    let binary = profile_dir.join("examples").join("agent");
+    let binary = profile_dir.join("examples").join(name);
     assert!(
         binary.is_file(),
         "{} is missing: `cargo test` builds it; after a filtered build run \
-         `cargo build --example agent`",
+         `cargo build --examples`",
         binary.display()
     );
     binary
 }
 
-/// How a run of the agent ended.
-struct Ran {
-    status: Option<i32>,
-    stdout: String,
-    stderr: String,
+fn agent_binary() -> PathBuf {
+    example_binary("agent")
+}
+
+/// How a run of an example ended.
+pub struct Ran {
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 impl Ran {
@@ -57,7 +61,7 @@ impl Ran {
             .collect()
     }
 
-    fn all_output(&self) -> String {
+    pub fn all_output(&self) -> String {
         format!("{}{}", self.stdout, self.stderr)
     }
 }
@@ -77,32 +81,39 @@ fn agent(args: &[&str], vars: &[(&str, &str)], home: &Path) -> Command {
     command
 }
 
-/// Runs the agent to its end with `stdin` as input; panics if it takes longer than
-/// [`GENEROUS`] (then kills it).
+/// Runs the agent to its end with `stdin` as input (see [`run_command`]).
 fn run_agent(args: &[&str], vars: &[(&str, &str)], stdin: &str) -> Ran {
     let home = tempfile::tempdir().unwrap();
-    let mut child = agent(args, vars, home.path())
-        .spawn()
-        .expect("spawn the agent");
+    run_command(agent(args, vars, home.path()), stdin)
+}
+
+/// Runs `command` to its end with piped output and `stdin` as input; panics if it takes
+/// longer than [`GENEROUS`] (after killing it).
+pub fn run_command(mut command: Command, stdin: &str) -> Ran {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn the example");
     let pid = child.id();
     let mut input = child.stdin.take().unwrap();
     input.write_all(stdin.as_bytes()).unwrap();
     drop(input);
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let waiter = std::thread::Builder::new()
-        .name("agent-cli-wait".to_string())
+        .name("example-wait".to_string())
         .spawn(move || {
             let output = child.wait_with_output();
             let _ = done_tx.send(output);
         })
         .unwrap();
     let output = match done_rx.recv_timeout(GENEROUS) {
-        Ok(output) => output.expect("wait for the agent"),
+        Ok(output) => output.expect("wait for the example"),
         Err(_) => {
-            // SAFETY: the pid is our child's, which has not been reaped (the waiter still waits).
+            // SAFETY: the pid is our child's, not yet reaped (the waiter still waits).
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             let _ = waiter.join();
-            panic!("the agent did not finish within {GENEROUS:?}");
+            panic!("{command:?} did not finish within {GENEROUS:?}");
         }
     };
     waiter.join().unwrap();

@@ -5,6 +5,7 @@ mod anthropic;
 mod apply_patch;
 mod client;
 mod edit_file;
+mod examples;
 mod exec_env;
 mod exec_files;
 mod exec_process;
