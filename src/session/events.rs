@@ -92,6 +92,10 @@ pub enum CloseReason {
 /// - `TurnLimit` precedes the `ProcessingEnd` of the input it stopped; `Error` (preceded
 ///   by a `Warning` for a context-length error) precedes the `ProcessingEnd` of the input
 ///   it ended, and a fatal `Error` is followed by `SessionEnd`.
+/// - `SubagentEvent`s arrive whenever a subagent of this session emits something: while
+///   the tool call that spawned it runs, between rounds, or while the session is idle.
+///   Each subagent's events keep their own order, and every subagent's `SessionEnd`
+///   arrives before this session's `SessionEnd`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -239,6 +243,15 @@ pub enum EventKind {
         #[serde(skip)]
         responder: ApprovalResponder,
     },
+    /// An event of a subagent this session started (see [`crate::subagent`]), in the
+    /// order the subagent emitted it. The inner event carries the subagent's own session
+    /// id; a subagent's own children arrive nested one level deeper.
+    SubagentEvent {
+        /// The id `spawn_agent` returned (`"agent-1"`, …).
+        agent_id: String,
+        /// The subagent's event.
+        event: Box<SessionEvent>,
+    },
 }
 
 impl EventKind {
@@ -262,6 +275,7 @@ impl EventKind {
             EventKind::Warning { .. } => "warning",
             EventKind::Error { .. } => "error",
             EventKind::ApprovalRequested { .. } => "approval_requested",
+            EventKind::SubagentEvent { .. } => "subagent_event",
         }
     }
 }
@@ -541,6 +555,15 @@ pub(crate) struct EventSink {
     sender: Sender<SessionEvent>,
     session_id: Arc<str>,
     listeners: Arc<Listeners>,
+    /// Set for a subagent: its events go to the parent's stream, wrapped, instead.
+    forward: Option<Forward>,
+}
+
+/// Where a subagent's events go: the parent's sink, under the subagent's id.
+#[derive(Clone)]
+pub(crate) struct Forward {
+    parent: Box<EventSink>,
+    agent_id: Arc<str>,
 }
 
 impl EventSink {
@@ -553,11 +576,34 @@ impl EventSink {
             sender,
             session_id,
             listeners,
+            forward: None,
+        }
+    }
+
+    /// Sends this sink's events to `forward` instead of its own channel.
+    pub(crate) fn forwarded_to(mut self, forward: Option<Forward>) -> EventSink {
+        self.forward = forward;
+        self
+    }
+
+    /// A forward into this sink for the subagent `agent_id`.
+    pub(crate) fn forwarding(&self, agent_id: &str) -> Forward {
+        Forward {
+            parent: Box::new(self.clone()),
+            agent_id: Arc::from(agent_id),
         }
     }
 
     /// Sends an event (never blocks; a host that is gone is not an error).
     pub(crate) fn emit(&self, kind: EventKind) {
+        if let Some(forward) = &self.forward {
+            let event = SessionEvent::new(kind, &*self.session_id);
+            forward.parent.emit(EventKind::SubagentEvent {
+                agent_id: forward.agent_id.to_string(),
+                event: Box::new(event),
+            });
+            return;
+        }
         if self.listeners.keep(&kind) {
             let _ = self.sender.send(SessionEvent::new(kind, &*self.session_id));
         }

@@ -74,6 +74,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
+use crate::subagent::Subagents;
 
 mod approval;
 mod config;
@@ -93,7 +94,8 @@ pub use history::{
     AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
 
-use events::{EventSink, Listeners};
+use events::Listeners;
+pub(crate) use events::{EventSink, Forward};
 use loop_detection::LoopDetector;
 use worker::{Input, Shared, Worker};
 
@@ -146,6 +148,10 @@ impl fmt::Debug for Session {
 impl Session {
     /// Creates a session and starts its worker thread, which emits `SESSION_START`.
     ///
+    /// The worker captures the environment block and the project instruction files for
+    /// the system prompt once, when it starts ([`ProviderProfile::capture_environment`]).
+    /// With `config.max_subagent_depth` 0 the profile's subagent tools are removed.
+    ///
     /// Fails with a configuration error if no provider of `client` answers the profile's
     /// id, and with an I/O error if the thread cannot be started.
     pub fn new(
@@ -154,11 +160,27 @@ impl Session {
         client: Client,
         config: SessionConfig,
     ) -> Result<Session> {
+        Session::start(profile, env, client, config, 0, None)
+    }
+
+    /// [`new`](Self::new) for a session at subagent `depth` whose events go to `forward`
+    /// (a subagent's parent) instead of its own stream.
+    pub(crate) fn start(
+        mut profile: ProviderProfile,
+        env: Arc<dyn ExecutionEnvironment>,
+        client: Client,
+        config: SessionConfig,
+        depth: usize,
+        forward: Option<Forward>,
+    ) -> Result<Session> {
         let probe = Request {
             provider: Some(profile.id.clone()),
             ..Request::default()
         };
         client.provider_for(&probe)?;
+        if depth >= config.max_subagent_depth {
+            crate::subagent::remove_tools(&mut profile.tool_registry);
+        }
 
         let id = new_session_id();
         let short_id: String = id.chars().take(8).collect();
@@ -168,6 +190,16 @@ impl Session {
         let shared = Arc::new(Shared::default());
         *lock(&shared.reasoning_effort) = config.reasoning_effort.clone();
         let abort = CancelToken::new();
+        let events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone())
+            .forwarded_to(forward);
+        let subagents = Subagents::new(
+            profile.clone(),
+            env.clone(),
+            client.clone(),
+            config.clone(),
+            events.clone(),
+            depth,
+        );
         let worker = Worker {
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),
@@ -176,7 +208,8 @@ impl Session {
             client,
             config,
             shared: shared.clone(),
-            events: EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone()),
+            events,
+            subagents,
             inbox: inbox_rx,
             abort: abort.clone(),
             history_chars: 0,
@@ -265,6 +298,17 @@ impl Session {
                 "the session closed before the input was processed",
             )
         })
+    }
+
+    /// Queues `input` and returns the receiver of its [`Outcome`] (sent once it and the
+    /// follow-ups queued meanwhile are processed), without waiting.
+    pub(crate) fn submit_with_reply(&self, input: String) -> Result<Receiver<Outcome>> {
+        let (reply, outcome) = crossbeam_channel::bounded(1);
+        self.send(Input::Submit {
+            text: input,
+            reply: Some(reply),
+        })?;
+        Ok(outcome)
     }
 
     /// Queues a steering message for the model (spec §2.6): injected as a user message
