@@ -10,8 +10,7 @@ use agentloop::llm::anthropic::Anthropic;
 use agentloop::llm::gemini::Gemini;
 use agentloop::llm::openai::OpenAi;
 use agentloop::llm::openai_chat::OpenAiChat;
-use agentloop::profiles::ProviderProfile;
-use agentloop::tools;
+use agentloop::profiles::{self, ProviderProfile};
 
 use crate::args::{Options, ProfileName, ProviderName, UsageError};
 use crate::demo::Demo;
@@ -143,9 +142,12 @@ pub fn resolve(
         }
     };
 
-    let mut profile = profile_for(profile_name, &model);
-    // A profile names the provider its requests go to; any profile works over any format.
-    profile.id = provider_id.to_string();
+    // Any profile works over any wire format: route it to the provider built above.
+    let mut profile = profile_for(profile_name, &model).with_provider_id(provider_id);
+    if provider_id != "openai" {
+        // Only the Responses API has freeform tools; elsewhere `apply_patch` is a function.
+        profile = profile.without_freeform_tools();
+    }
 
     let (cwd, temp) = match (&options.cwd, provider) {
         (Some(dir), _) => {
@@ -187,48 +189,11 @@ pub fn default_model(provider: ProviderName) -> &'static str {
     }
 }
 
-/// The profile's tools and base instructions.
+/// The provider-aligned profile.
 fn profile_for(name: ProfileName, model: &str) -> ProviderProfile {
-    let (id, tools) = match name {
-        ProfileName::Anthropic => (
-            "anthropic",
-            vec![
-                tools::read_file::tool(),
-                tools::write_file::tool(),
-                tools::edit_file::tool(),
-                tools::shell::tool(),
-                tools::grep::tool(),
-                tools::glob::tool(),
-            ],
-        ),
-        ProfileName::OpenAi => (
-            "openai",
-            vec![
-                tools::read_file::tool(),
-                tools::apply_patch::tool(),
-                tools::shell::tool(),
-                tools::grep::tool(),
-                tools::glob::tool(),
-            ],
-        ),
-        ProfileName::Gemini => (
-            "gemini",
-            vec![
-                tools::read_file::tool(),
-                tools::read_many_files::tool(),
-                tools::write_file::tool(),
-                tools::edit_file::tool(),
-                tools::shell::tool(),
-                tools::grep::tool(),
-                tools::glob::tool(),
-                tools::list_dir::tool(),
-            ],
-        ),
-    };
-    let mut profile = ProviderProfile::new(id, model)
-        .with_base_instructions(agentloop::prompt::base_instructions(id).unwrap_or_default());
-    for tool in tools {
-        profile = profile.with_tool(tool);
+    match name {
+        ProfileName::Anthropic => profiles::anthropic(model),
+        ProfileName::OpenAi => profiles::openai(model),
+        ProfileName::Gemini => profiles::gemini(model),
     }
-    profile
 }

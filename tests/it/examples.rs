@@ -58,3 +58,13 @@ fn the_custom_environment_example_refuses_sudo_and_audits_every_operation() {
     assert!(out.contains("(3 bytes)"), "{out}");
     assert!(out.contains("exec: cat hi.txt"), "{out}");
 }
+
+#[test]
+fn the_subagents_example_shows_the_child_at_work_and_its_result_in_the_parent() {
+    let out = run("subagents");
+    let child = out.find("[agent-1] write_file done").expect(&out);
+    let waited = out.find("[parent] wait: ").expect(&out);
+    assert!(child < waited, "{out}");
+    assert!(out.contains("The subagent reports: \"TESTS.md lists two cases.\""), "{out}");
+    assert!(out.contains("- greets the world"), "{out}");
+}
