@@ -1,1 +1,724 @@
-//! Subagents. (Being built in part 6.)
+//! Subagents (spec §7): child sessions a model starts with `spawn_agent`, steers with
+//! `send_input`, collects with `wait` and ends with `close_agent`.
+//!
+//! A child is a full [`Session`] on its own worker thread with its own history. It uses
+//! the parent's profile (the model can be overridden), the parent's client and
+//! configuration (its own turn limit), and the parent's execution environment — the same
+//! filesystem. A `working_dir` scopes the child: its environment resolves relative paths
+//! and runs commands there, file tools keep it inside that directory unless the session
+//! allows paths outside, and its system prompt names the directory. The child never
+//! initialises or cleans up the shared environment; the parent owns it.
+//!
+//! `spawn_agent` returns the agent id at once and the child runs concurrently with its
+//! parent (two children spawned in one round run at the same time). Every event of the
+//! child reaches the parent's event stream wrapped as
+//! [`EventKind::SubagentEvent`](crate::session::EventKind::SubagentEvent) with the agent id:
+//!
+//! ```json
+//! {"kind":"subagent_event","session_id":"<parent>","timestamp":"…",
+//!  "data":{"agent_id":"agent-1","event":{"kind":"tool_call_start","session_id":"<child>",…}}}
+//! ```
+//!
+//! Depth: a session at depth `SessionConfig::max_subagent_depth` (default 1, so every
+//! child) has none of the four tools, and the tools refuse to spawn there if a host
+//! registered them anyway. Closing, aborting or dropping the parent closes every child
+//! (graceful shutdown step 6) and joins its worker before the parent's `SESSION_END`; an
+//! interrupt of the parent stops a `wait` in progress but leaves children running.
+//!
+//! This module starts sessions and nothing else: no process, no thread of its own.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, select};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::cancel::CancelToken;
+use crate::exec::{
+    CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
+    GrepOutput, OutputCallback,
+};
+use crate::llm::{Client, ToolDefinition};
+use crate::profiles::ProviderProfile;
+use crate::session::{Outcome, Session, SessionConfig, StopReason, lock};
+use crate::tools::{RegisteredTool, ToolContext, ToolInput, ToolOutput, ToolRegistry, args};
+
+/// The name of the tool that starts a subagent.
+pub const SPAWN_AGENT: &str = "spawn_agent";
+/// The name of the tool that sends a subagent a message.
+pub const SEND_INPUT: &str = "send_input";
+/// The name of the tool that waits for a subagent's result.
+pub const WAIT: &str = "wait";
+/// The name of the tool that ends a subagent.
+pub const CLOSE_AGENT: &str = "close_agent";
+
+/// What a subagent reports when its work ends (spec §7.3), as the `wait` tool returns it
+/// (JSON, with a `status` of `completed` or `failed`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct SubagentResult {
+    /// The subagent's final answer text.
+    pub output: String,
+    /// Whether it finished naturally (the model answered with text only).
+    pub success: bool,
+    /// Model calls the subagent made over its whole life.
+    pub turns_used: usize,
+}
+
+/// The four subagent tools, in the order profiles list them.
+pub fn tools() -> Vec<RegisteredTool> {
+    vec![
+        RegisteredTool::new(spawn_definition(), spawn_agent),
+        RegisteredTool::new(send_input_definition(), send_input),
+        RegisteredTool::new(wait_definition(), wait),
+        RegisteredTool::new(close_definition(), close_agent),
+    ]
+}
+
+fn spawn_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: SPAWN_AGENT.to_string(),
+        description: "\
+Start a subagent: a separate agent with its own conversation that works on the same files \
+and runs at the same time as you. It does not see this conversation, so describe the task \
+completely. Returns the agent id at once; collect the result with wait, send more \
+instructions with send_input, stop it with close_agent."
+            .to_string(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "task": {
+                    "type": "string",
+                    "description": "The complete task for the subagent, in plain language."
+                },
+                "working_dir": {
+                    "type": "string",
+                    "description": "A subdirectory to confine the subagent to (default: your working directory)."
+                },
+                "model": {
+                    "type": "string",
+                    "description": "A different model for the subagent (default: yours)."
+                },
+                "max_turns": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Most model calls the subagent may make (default 0: no limit)."
+                }
+            },
+            "required": ["task"],
+            "additionalProperties": false
+        }),
+        freeform: None,
+    }
+}
+
+fn send_input_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: SEND_INPUT.to_string(),
+        description: "\
+Send a message to a subagent. While it works, the message reaches it at its next step; once \
+it has finished, the message starts a new piece of work (collect it with wait)."
+            .to_string(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "agent_id": {"type": "string", "description": "The id spawn_agent returned."},
+                "message": {"type": "string", "description": "The message for the subagent."}
+            },
+            "required": ["agent_id", "message"],
+            "additionalProperties": false
+        }),
+        freeform: None,
+    }
+}
+
+fn wait_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: WAIT.to_string(),
+        description: "\
+Wait for a subagent to finish its work and return its result as JSON: output (its final \
+answer), success and turns_used. With timeout_ms, returns status running if it has not \
+finished by then."
+            .to_string(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "agent_id": {"type": "string", "description": "The id spawn_agent returned."},
+                "timeout_ms": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "How long to wait at most, in milliseconds (default: until it finishes)."
+                }
+            },
+            "required": ["agent_id"],
+            "additionalProperties": false
+        }),
+        freeform: None,
+    }
+}
+
+fn close_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: CLOSE_AGENT.to_string(),
+        description: "Stop a subagent and discard it. Returns its final status.".to_string(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "agent_id": {"type": "string", "description": "The id spawn_agent returned."}
+            },
+            "required": ["agent_id"],
+            "additionalProperties": false
+        }),
+        freeform: None,
+    }
+}
+
+/// Removes the four subagent tools from `registry` — the ones this module defines, not a
+/// host's own tools that happen to share a name.
+pub(crate) fn remove_tools(registry: &mut ToolRegistry) {
+    for definition in [
+        spawn_definition(),
+        send_input_definition(),
+        wait_definition(),
+        close_definition(),
+    ] {
+        if registry
+            .get(&definition.name)
+            .is_some_and(|tool| tool.definition == definition)
+        {
+            registry.unregister(&definition.name);
+        }
+    }
+}
+
+fn subagents<'a>(ctx: &ToolContext<'a>) -> Result<&'a Subagents, String> {
+    ctx.subagents.ok_or_else(|| {
+        "subagents are not available in this session; do the work yourself".to_string()
+    })
+}
+
+fn spawn_agent(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
+    let args = args::json(&input)?;
+    let request = SpawnRequest {
+        task: args::required_str(args, "task")?,
+        working_dir: args::optional_str(args, "working_dir"),
+        model: args::optional_str(args, "model").filter(|m| !m.trim().is_empty()),
+        max_turns: args::optional_u64(args, "max_turns").unwrap_or(0),
+    };
+    subagents(ctx)?.spawn(&request, ctx)
+}
+
+fn send_input(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
+    let args = args::json(&input)?;
+    let id = args::required_str(args, "agent_id")?;
+    let message = args::required_str(args, "message")?;
+    subagents(ctx)?.send_input(id, message)
+}
+
+fn wait(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
+    let args = args::json(&input)?;
+    let id = args::required_str(args, "agent_id")?;
+    let timeout = args::optional_u64(args, "timeout_ms").map(Duration::from_millis);
+    subagents(ctx)?.wait(id, timeout, ctx.cancel)
+}
+
+fn close_agent(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
+    let args = args::json(&input)?;
+    let id = args::required_str(args, "agent_id")?;
+    subagents(ctx)?.close(id)
+}
+
+struct SpawnRequest<'a> {
+    task: &'a str,
+    working_dir: Option<&'a str>,
+    model: Option<&'a str>,
+    max_turns: u64,
+}
+
+/// One running (or finished) child.
+struct Child {
+    session: Session,
+    /// The outcome of the input in progress, until `wait` collects it.
+    pending: Option<Receiver<Outcome>>,
+    /// The last collected result.
+    result: Option<SubagentResult>,
+    /// A `wait` is in progress (one at a time per child).
+    waiting: bool,
+}
+
+/// What a session needs to start children: the parent's profile, environment, client and
+/// configuration, its event stream, its depth, and the children themselves.
+///
+/// Every session has one; tools reach it through
+/// [`ToolContext::subagents`](crate::tools::ToolContext::subagents). Hosts do not build it.
+pub struct Subagents {
+    profile: ProviderProfile,
+    env: Arc<dyn ExecutionEnvironment>,
+    client: Client,
+    config: SessionConfig,
+    events: crate::session::EventSink,
+    depth: usize,
+    children: Mutex<BTreeMap<String, Child>>,
+    spawned: AtomicUsize,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Subagents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subagents")
+            .field("depth", &self.depth)
+            .field("children", &lock(&self.children).keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Subagents {
+    pub(crate) fn new(
+        profile: ProviderProfile,
+        env: Arc<dyn ExecutionEnvironment>,
+        client: Client,
+        config: SessionConfig,
+        events: crate::session::EventSink,
+        depth: usize,
+    ) -> Subagents {
+        Subagents {
+            profile,
+            env,
+            client,
+            config,
+            events,
+            depth,
+            children: Mutex::new(BTreeMap::new()),
+            spawned: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// How deep this session is: 0 for a host's session, 1 for its children, …
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Whether this session may start children.
+    pub fn can_spawn(&self) -> bool {
+        self.depth < self.config.max_subagent_depth && !self.closed.load(Ordering::SeqCst)
+    }
+
+    /// The ids of the children not closed yet.
+    pub fn agent_ids(&self) -> Vec<String> {
+        lock(&self.children).keys().cloned().collect()
+    }
+
+    fn spawn(
+        &self,
+        request: &SpawnRequest<'_>,
+        ctx: &ToolContext<'_>,
+    ) -> Result<ToolOutput, String> {
+        if self.depth >= self.config.max_subagent_depth {
+            return Err(format!(
+                "subagents cannot start further agents (the maximum depth of {} is reached); \
+                 do this work yourself",
+                self.config.max_subagent_depth
+            ));
+        }
+        if self.closed.load(Ordering::SeqCst) || ctx.cancel.is_cancelled() {
+            return Err("the session is stopping; no new subagent was started".to_string());
+        }
+        if request.task.trim().is_empty() {
+            return Err("task is empty; describe the work for the subagent".to_string());
+        }
+        let directory = match request.working_dir {
+            Some(raw) => {
+                let path = args::resolve_path(ctx, raw)?;
+                match ctx.env.stat(&path) {
+                    Ok(stat) if stat.is_dir => path,
+                    Ok(_) => {
+                        return Err(format!("{raw} is a file; give a directory for working_dir"));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        return Err(format!(
+                            "{raw} does not exist; create the directory first or omit working_dir"
+                        ));
+                    }
+                    Err(e) => return Err(format!("could not use {raw} as working_dir: {e}")),
+                }
+            }
+            None => self.env.working_directory().to_path_buf(),
+        };
+        let env: Arc<dyn ExecutionEnvironment> = Arc::new(SubagentEnvironment::new(
+            self.env.clone(),
+            directory.clone(),
+        ));
+        let mut profile = self.profile.clone();
+        if let Some(model) = request.model {
+            profile = profile.with_model(model);
+        }
+        profile.user_instructions = Some(child_instructions(
+            profile.user_instructions.as_deref(),
+            &directory,
+        ));
+        let mut config = self.config.clone();
+        config.max_turns = usize::try_from(request.max_turns).unwrap_or(usize::MAX);
+        let number = self.spawned.fetch_add(1, Ordering::SeqCst) + 1;
+        let id = format!("agent-{number}");
+        let session = Session::start(
+            profile,
+            env,
+            self.client.clone(),
+            config,
+            self.depth + 1,
+            Some(self.events.forwarding(&id)),
+        )
+        .map_err(|e| format!("the subagent could not start: {e}"))?;
+        let pending = session
+            .submit_with_reply(request.task.to_string())
+            .map_err(|e| format!("the subagent could not start: {e}"))?;
+        let mut children = lock(&self.children);
+        if self.closed.load(Ordering::SeqCst) {
+            // The parent began closing meanwhile: do not leave this child behind.
+            drop(children);
+            drop(session);
+            return Err("the session is stopping; no new subagent was started".to_string());
+        }
+        children.insert(
+            id.clone(),
+            Child {
+                session,
+                pending: Some(pending),
+                result: None,
+                waiting: false,
+            },
+        );
+        Ok(ToolOutput::text(
+            json!({"agent_id": id, "status": "running"}).to_string(),
+        ))
+    }
+
+    fn send_input(&self, id: &str, message: &str) -> Result<ToolOutput, String> {
+        let mut children = lock(&self.children);
+        let child = self.child(&mut children, id)?;
+        // A finished input whose outcome nobody collected yet: collect it now.
+        if let Some(outcome) = child.pending.as_ref().and_then(|rx| rx.try_recv().ok()) {
+            child.result = Some(result_of(&outcome, &child.session));
+            child.pending = None;
+        }
+        if child.pending.is_some() {
+            child
+                .session
+                .steer(message)
+                .map_err(|e| format!("{id} cannot take messages: {e}"))?;
+            return Ok(ToolOutput::text(format!(
+                "Message sent to {id}; it reaches the agent at its next step."
+            )));
+        }
+        let pending = child
+            .session
+            .submit_with_reply(message.to_string())
+            .map_err(|e| format!("{id} cannot take messages: {e}"))?;
+        child.pending = Some(pending);
+        child.result = None;
+        Ok(ToolOutput::text(format!(
+            "{id} had finished; it is now working on your message. Call wait to get its answer."
+        )))
+    }
+
+    fn wait(
+        &self,
+        id: &str,
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+    ) -> Result<ToolOutput, String> {
+        let pending = {
+            let mut children = lock(&self.children);
+            let child = self.child(&mut children, id)?;
+            let Some(pending) = child.pending.clone() else {
+                return match &child.result {
+                    Some(result) => Ok(result_output(result)),
+                    None => Err(format!(
+                        "{id} has no work in progress; give it some with send_input"
+                    )),
+                };
+            };
+            if child.waiting {
+                return Err(format!(
+                    "another wait for {id} is in progress; wait for one agent once at a time"
+                ));
+            }
+            child.waiting = true;
+            pending
+        };
+        let (cancelled_tx, cancelled) = crossbeam_channel::bounded::<()>(1);
+        let _guard = cancel.on_cancel(move || {
+            let _ = cancelled_tx.try_send(());
+        });
+        let never = crossbeam_channel::never();
+        let deadline = match timeout {
+            Some(timeout) => crossbeam_channel::after(timeout),
+            None => never.clone(),
+        };
+        let received = select! {
+            recv(pending) -> outcome => Some(outcome.ok()),
+            recv(cancelled) -> _ => None,
+            recv(deadline) -> _ => None,
+        };
+        let mut children = lock(&self.children);
+        let Some(child) = children.get_mut(id) else {
+            return Err(format!("{id} was closed while waiting for it"));
+        };
+        child.waiting = false;
+        let outcome = match received {
+            Some(outcome) => outcome,
+            None if cancel.is_cancelled() => {
+                return Err(format!(
+                    "the wait was interrupted; {id} is still running (wait again or close it)"
+                ));
+            }
+            None => {
+                let waited = timeout.unwrap_or_default().as_millis();
+                return Ok(ToolOutput::text(
+                    json!({
+                        "agent_id": id,
+                        "status": "running",
+                        "message": format!(
+                            "{id} has not finished after {waited} ms; wait again later or close it"
+                        ),
+                    })
+                    .to_string(),
+                ));
+            }
+        };
+        let result = match outcome {
+            Some(outcome) => result_of(&outcome, &child.session),
+            None => SubagentResult {
+                output: "the subagent closed before it finished".to_string(),
+                success: false,
+                turns_used: assistant_turns(&child.session),
+            },
+        };
+        child.pending = None;
+        child.result = Some(result.clone());
+        Ok(result_output(&result))
+    }
+
+    fn close(&self, id: &str) -> Result<ToolOutput, String> {
+        let child = {
+            let mut children = lock(&self.children);
+            self.child(&mut children, id)?;
+            children.remove(id)
+        };
+        let Some(child) = child else {
+            return Err(format!("{id} is not a running subagent"));
+        };
+        let was_running = child.pending.is_some();
+        child.session.abort();
+        let turns_used = assistant_turns(&child.session);
+        drop(child.session); // joins the child's worker
+        let status = if was_running {
+            "closed while running"
+        } else {
+            "closed"
+        };
+        let mut report = json!({"agent_id": id, "status": status, "turns_used": turns_used});
+        if let Some(result) = child.result {
+            report["output"] = Value::String(result.output);
+            report["success"] = Value::Bool(result.success);
+        }
+        Ok(ToolOutput::text(report.to_string()))
+    }
+
+    fn child<'a>(
+        &self,
+        children: &'a mut BTreeMap<String, Child>,
+        id: &str,
+    ) -> Result<&'a mut Child, String> {
+        if !children.contains_key(id) {
+            let known: Vec<&str> = children.keys().map(String::as_str).collect();
+            return Err(if known.is_empty() {
+                format!("there is no subagent {id}; start one with spawn_agent")
+            } else {
+                format!(
+                    "there is no subagent {id}; the running subagents are {}",
+                    known.join(", ")
+                )
+            });
+        }
+        Ok(children.get_mut(id).expect("checked above"))
+    }
+
+    /// Graceful shutdown step 6: aborts every child, then joins them all.
+    pub(crate) fn close_all(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let children = std::mem::take(&mut *lock(&self.children));
+        for child in children.values() {
+            child.session.abort();
+        }
+        drop(children); // each drop joins its worker, which has already been told to stop
+    }
+}
+
+fn result_of(outcome: &Outcome, session: &Session) -> SubagentResult {
+    SubagentResult {
+        output: match (&outcome.error, outcome.text.is_empty()) {
+            (Some(error), true) => format!("the subagent stopped with an error: {error}"),
+            _ => outcome.text.clone(),
+        },
+        success: outcome.stop_reason == StopReason::Completed,
+        turns_used: assistant_turns(session),
+    }
+}
+
+fn result_output(result: &SubagentResult) -> ToolOutput {
+    let status = if result.success {
+        "completed"
+    } else {
+        "failed"
+    };
+    ToolOutput::text(
+        json!({
+            "status": status,
+            "output": result.output,
+            "success": result.success,
+            "turns_used": result.turns_used,
+        })
+        .to_string(),
+    )
+}
+
+fn assistant_turns(session: &Session) -> usize {
+    session.history().assistant_turns()
+}
+
+/// The last layer of a child's system prompt: the parent's override, then what a subagent
+/// must know.
+fn child_instructions(parent: Option<&str>, directory: &Path) -> String {
+    let mut text = String::new();
+    if let Some(parent) = parent.map(str::trim).filter(|t| !t.is_empty()) {
+        text.push_str(parent);
+        text.push_str("\n\n");
+    }
+    text.push_str(&format!(
+        "You are a subagent. Another agent gave you the task in the user message and receives \
+         your final answer as its result; nobody else reads your messages. Work only on that \
+         task and only inside {}. Other agents may be editing other files in the same tree at \
+         the same time: leave files outside your task alone. Finish with a short report of \
+         what you did and found.",
+        directory.display()
+    ));
+    text
+}
+
+/// The parent's environment as a child sees it: the same filesystem and processes, its own
+/// working directory, and no say over the environment's lifecycle.
+struct SubagentEnvironment {
+    inner: Arc<dyn ExecutionEnvironment>,
+    directory: PathBuf,
+}
+
+impl SubagentEnvironment {
+    fn new(inner: Arc<dyn ExecutionEnvironment>, directory: PathBuf) -> SubagentEnvironment {
+        SubagentEnvironment { inner, directory }
+    }
+
+    fn at(&self, path: &Path) -> PathBuf {
+        self.directory.join(path)
+    }
+}
+
+impl ExecutionEnvironment for SubagentEnvironment {
+    fn read_file(
+        &self,
+        path: &Path,
+        offset: Option<usize>,
+        limit: Option<usize>,
+    ) -> io::Result<FileContent> {
+        self.inner.read_file(&self.at(path), offset, limit)
+    }
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.inner.read_bytes(&self.at(path))
+    }
+    fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
+        self.inner.write_file(&self.at(path), content)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_file(&self.at(path))
+    }
+    fn file_exists(&self, path: &Path) -> bool {
+        self.inner.file_exists(&self.at(path))
+    }
+    fn stat(&self, path: &Path) -> io::Result<FileStat> {
+        self.inner.stat(&self.at(path))
+    }
+    fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
+        self.inner.list_directory(&self.at(path), depth)
+    }
+    fn exec_command(
+        &self,
+        request: &CommandRequest,
+        on_output: OutputCallback<'_>,
+        cancel: &CancelToken,
+    ) -> io::Result<ExecResult> {
+        let mut request = request.clone();
+        request.working_dir = Some(match &request.working_dir {
+            Some(dir) => self.at(dir),
+            None => self.directory.clone(),
+        });
+        self.inner.exec_command(&request, on_output, cancel)
+    }
+    fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
+        self.inner.grep(pattern, &self.at(path), options)
+    }
+    fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
+        self.inner.glob(pattern, &self.at(path))
+    }
+    fn initialize(&self) -> io::Result<()> {
+        Ok(()) // the parent initialised the shared environment
+    }
+    fn cleanup(&self) -> io::Result<()> {
+        Ok(()) // the parent cleans it up when it ends
+    }
+    fn working_directory(&self) -> &Path {
+        &self.directory
+    }
+    fn platform(&self) -> String {
+        self.inner.platform()
+    }
+    fn os_version(&self) -> String {
+        self.inner.os_version()
+    }
+    fn max_command_timeout(&self) -> Duration {
+        self.inner.max_command_timeout()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_modules_own_tools_are_removed() {
+        let mut registry = ToolRegistry::new();
+        for tool in tools() {
+            registry.register(tool);
+        }
+        let mut hosts_wait = wait_definition();
+        hosts_wait.description = "the host's own wait".into();
+        registry.register(RegisteredTool::new(hosts_wait, |_, _| {
+            Ok(ToolOutput::default())
+        }));
+        remove_tools(&mut registry);
+        assert_eq!(registry.names(), ["wait"]);
+    }
+
+    #[test]
+    fn a_childs_instructions_name_its_directory_after_the_parents() {
+        let text = child_instructions(Some("Answer in French."), Path::new("/w/sub"));
+        assert!(text.starts_with("Answer in French.\n\nYou are a subagent."));
+        assert!(text.contains("only inside /w/sub"));
+    }
+}

@@ -93,6 +93,10 @@ pub enum CloseReason {
 /// - `TurnLimit` precedes the `ProcessingEnd` of the input it stopped; `Error` (preceded
 ///   by a `Warning` for a context-length error) precedes the `ProcessingEnd` of the input
 ///   it ended, and a fatal `Error` is followed by `SessionEnd`.
+/// - `SubagentEvent`s arrive whenever a subagent of this session emits something: while
+///   the tool call that spawned it runs, between rounds, or while the session is idle.
+///   Each subagent's events keep their own order, and every subagent's `SessionEnd`
+///   arrives before this session's `SessionEnd`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -242,6 +246,15 @@ pub enum EventKind {
         #[serde(skip)]
         responder: ApprovalResponder,
     },
+    /// An event of a subagent this session started (see [`crate::subagent`]), in the
+    /// order the subagent emitted it. The inner event carries the subagent's own session
+    /// id; a subagent's own children arrive nested one level deeper.
+    SubagentEvent {
+        /// The id `spawn_agent` returned (`"agent-1"`, …).
+        agent_id: String,
+        /// The subagent's event.
+        event: Box<SessionEvent>,
+    },
 }
 
 impl EventKind {
@@ -265,6 +278,7 @@ impl EventKind {
             EventKind::Warning { .. } => "warning",
             EventKind::Error { .. } => "error",
             EventKind::ApprovalRequested { .. } => "approval_requested",
+            EventKind::SubagentEvent { .. } => "subagent_event",
         }
     }
 }
@@ -546,6 +560,15 @@ pub(crate) struct EventSink {
     listeners: Arc<Listeners>,
     /// Where events are also recorded, when the transcript records events.
     transcript: Option<Arc<TranscriptWriter>>,
+    /// Set for a subagent: its events go to the parent's stream, wrapped, instead.
+    forward: Option<Forward>,
+}
+
+/// Where a subagent's events go: the parent's sink, under the subagent's id.
+#[derive(Clone)]
+pub(crate) struct Forward {
+    parent: Box<EventSink>,
+    agent_id: Arc<str>,
 }
 
 impl EventSink {
@@ -559,6 +582,21 @@ impl EventSink {
             session_id,
             listeners,
             transcript: None,
+            forward: None,
+        }
+    }
+
+    /// Sends this sink's events to `forward` instead of its own channel.
+    pub(crate) fn forwarded_to(mut self, forward: Option<Forward>) -> EventSink {
+        self.forward = forward;
+        self
+    }
+
+    /// A forward into this sink for the subagent `agent_id`.
+    pub(crate) fn forwarding(&self, agent_id: &str) -> Forward {
+        Forward {
+            parent: Box::new(self.clone()),
+            agent_id: Arc::from(agent_id),
         }
     }
 
@@ -570,8 +608,16 @@ impl EventSink {
 
     /// Sends an event (never blocks; a host that is gone is not an error), and records it
     /// in the transcript when events are recorded — also the events the host does not
-    /// keep.
+    /// keep. A subagent's sink forwards to its parent's instead (and has no transcript).
     pub(crate) fn emit(&self, kind: EventKind) {
+        if let Some(forward) = &self.forward {
+            let event = SessionEvent::new(kind, &*self.session_id);
+            forward.parent.emit(EventKind::SubagentEvent {
+                agent_id: forward.agent_id.to_string(),
+                event: Box::new(event),
+            });
+            return;
+        }
         let keep = self.listeners.keep(&kind);
         let Some(transcript) = &self.transcript else {
             if keep {

@@ -81,6 +81,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
+use crate::subagent::Subagents;
 
 mod approval;
 mod config;
@@ -101,7 +102,8 @@ pub use history::{
     AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
 
-use events::{EventSink, Listeners};
+use events::Listeners;
+pub(crate) use events::{EventSink, Forward};
 use loop_detection::LoopDetector;
 use transcript::TranscriptWriter;
 pub use transcript::{Transcript, TranscriptHeader};
@@ -156,6 +158,10 @@ impl fmt::Debug for Session {
 impl Session {
     /// Creates a session and starts its worker thread, which emits `SESSION_START`.
     ///
+    /// The worker captures the environment block and the project instruction files for
+    /// the system prompt once, when it starts ([`ProviderProfile::capture_environment`]).
+    /// With `config.max_subagent_depth` 0 the profile's subagent tools are removed.
+    ///
     /// Fails with a configuration error if no provider of `client` answers the profile's
     /// id, with an I/O error if the thread cannot be started, and with an I/O error if
     /// [`SessionConfig::transcript_path`] is set and the file cannot be created (it must
@@ -166,21 +172,38 @@ impl Session {
         client: Client,
         config: SessionConfig,
     ) -> Result<Session> {
+        Session::start(profile, env, client, config, 0, None)
+    }
+
+    /// [`new`](Self::new) for a session at subagent `depth` whose events go to `forward`
+    /// (a subagent's parent) instead of its own stream. A subagent writes no transcript
+    /// of its own: its events reach the parent's (recorded there with the parent's
+    /// events, when the parent records events).
+    pub(crate) fn start(
+        profile: ProviderProfile,
+        env: Arc<dyn ExecutionEnvironment>,
+        client: Client,
+        config: SessionConfig,
+        depth: usize,
+        forward: Option<Forward>,
+    ) -> Result<Session> {
         check_provider(&client, &profile)?;
         let id = new_session_id();
-        let transcript = match &config.transcript_path {
-            Some(path) => {
+        let transcript = match (&config.transcript_path, &forward) {
+            (Some(path), None) => {
                 let header = transcript_header(&id, &profile, &*env, &config, None);
                 Some(TranscriptWriter::create(path, &header)?)
             }
-            None => None,
+            _ => None,
         };
         let start = Start {
+            depth,
+            forward,
             history: History::new(),
             transcript,
             warnings: Vec::new(),
         };
-        Session::start(id, profile, env, client, config, start)
+        Session::launch(id, profile, env, client, config, start)
     }
 
     /// Continues the session recorded in the transcript at `transcript_path`: a new
@@ -291,21 +314,26 @@ impl Session {
             ));
         }
         let start = Start {
+            depth: 0,
+            forward: None,
             history,
             transcript: Some(writer),
             warnings,
         };
-        Session::start(id, profile, env, client, config, start)
+        Session::launch(id, profile, env, client, config, start)
     }
 
-    fn start(
+    fn launch(
         id: String,
-        profile: ProviderProfile,
+        mut profile: ProviderProfile,
         env: Arc<dyn ExecutionEnvironment>,
         client: Client,
         config: SessionConfig,
         start: Start,
     ) -> Result<Session> {
+        if start.depth >= config.max_subagent_depth {
+            crate::subagent::remove_tools(&mut profile.tool_registry);
+        }
         let short_id: String = id.chars().take(8).collect();
         let (inbox, inbox_rx) = crossbeam_channel::unbounded();
         let (event_tx, event_rx) = crossbeam_channel::unbounded();
@@ -316,12 +344,21 @@ impl Session {
         let assistant_turns = start.history.assistant_turns();
         *lock(&shared.history) = start.history;
         let abort = CancelToken::new();
-        let mut events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone());
+        let mut events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone())
+            .forwarded_to(start.forward);
         if config.transcript_events {
             if let Some(writer) = &start.transcript {
                 events = events.with_transcript(writer.clone());
             }
         }
+        let subagents = Subagents::new(
+            profile.clone(),
+            env.clone(),
+            client.clone(),
+            config.clone(),
+            events.clone(),
+            start.depth,
+        );
         let worker = Worker {
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),
@@ -331,6 +368,7 @@ impl Session {
             config,
             shared: shared.clone(),
             events,
+            subagents,
             inbox: inbox_rx,
             abort: abort.clone(),
             history_chars,
@@ -423,6 +461,17 @@ impl Session {
         })
     }
 
+    /// Queues `input` and returns the receiver of its [`Outcome`] (sent once it and the
+    /// follow-ups queued meanwhile are processed), without waiting.
+    pub(crate) fn submit_with_reply(&self, input: String) -> Result<Receiver<Outcome>> {
+        let (reply, outcome) = crossbeam_channel::bounded(1);
+        self.send(Input::Submit {
+            text: input,
+            reply: Some(reply),
+        })?;
+        Ok(outcome)
+    }
+
     /// Queues a steering message for the model (spec §2.6): injected as a user message
     /// after the current tool round, or before the next model call.
     pub fn steer(&self, message: impl Into<String>) -> Result<()> {
@@ -508,6 +557,10 @@ impl Drop for Session {
 
 /// What a new worker starts from.
 struct Start {
+    /// Subagent depth (0 for a host's session).
+    depth: usize,
+    /// For a subagent: where its events go.
+    forward: Option<Forward>,
     history: History,
     transcript: Option<Arc<TranscriptWriter>>,
     /// `WARNING` events (code `"transcript"`) to emit after `SESSION_START`.

@@ -30,6 +30,7 @@ use crate::llm::{
     ToolDefinition, ToolResult, Usage,
 };
 use crate::profiles::ProviderProfile;
+use crate::subagent::Subagents;
 
 /// What the host sends the worker through the inbox.
 pub(crate) enum Input {
@@ -86,6 +87,8 @@ pub(crate) struct Worker {
     pub(crate) config: SessionConfig,
     pub(crate) shared: Arc<Shared>,
     pub(crate) events: EventSink,
+    /// This session's children (spawn_agent and friends).
+    pub(crate) subagents: Subagents,
     pub(crate) inbox: Receiver<Input>,
     pub(crate) abort: CancelToken,
     pub(crate) loop_detector: LoopDetector,
@@ -113,6 +116,8 @@ impl Worker {
         }
         let reason = match self.env.initialize() {
             Ok(()) => {
+                // Spec §6.3: the environment block is generated once, at session start.
+                self.profile.capture_environment(&*self.env);
                 // A bug in the loop must still end the event stream properly.
                 let served =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
@@ -329,6 +334,7 @@ impl Worker {
             cancel,
             abort: &self.abort,
             short_id: &self.short_id,
+            subagents: &self.subagents,
         }
     }
 
@@ -514,7 +520,8 @@ impl Worker {
         self.shared.closed.store(true, Ordering::SeqCst);
         // Cancel whatever might still hold a registration on the session token.
         self.abort.cancel();
-        // Subagents are closed here once they exist (part 6).
+        // Step 6: close every subagent (each one's SESSION_END precedes ours).
+        self.subagents.close_all();
         if let Err(err) = self.env.cleanup() {
             self.events.emit(EventKind::Warning {
                 message: format!("the execution environment failed to clean up: {err}"),

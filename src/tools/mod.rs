@@ -35,7 +35,7 @@ pub mod shell;
 pub mod truncate;
 pub mod write_file;
 
-mod args;
+pub(crate) mod args;
 mod text;
 
 /// What an executor receives.
@@ -90,6 +90,9 @@ pub struct ToolContext<'a> {
     /// Whether file tools may touch paths outside the working directory (after `..` is
     /// resolved). Default `false`: such a path is an error telling the model to stay inside.
     pub allow_outside_working_dir: bool,
+    /// The session's subagents (for `spawn_agent`, `send_input`, `wait`, `close_agent`);
+    /// `None` outside a session.
+    pub subagents: Option<&'a crate::subagent::Subagents>,
 }
 
 impl<'a> ToolContext<'a> {
@@ -107,6 +110,7 @@ impl<'a> ToolContext<'a> {
             default_timeout: Duration::from_secs(10),
             max_timeout: Duration::from_secs(600),
             allow_outside_working_dir: false,
+            subagents: None,
         }
     }
 }

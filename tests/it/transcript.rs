@@ -577,12 +577,15 @@ fn replay(
                 EventKind::ProcessingEnd { .. } | EventKind::SessionEnd { .. }
             )
         });
-        let ended = matches!(
-            input_events.last().map(|e| &e.kind),
-            Some(EventKind::SessionEnd { .. })
-        );
+        // A failed strict check is fatal: the session closes after this input.
+        let closing = input_events.iter().any(|e| {
+            matches!(
+                e.kind,
+                EventKind::SessionEnd { .. } | EventKind::Error { fatal: true, .. }
+            )
+        });
         seen.extend(input_events);
-        if ended || session.state() == agentloop::session::SessionState::Closed {
+        if closing {
             break;
         }
     }
@@ -790,4 +793,71 @@ fn a_changed_tool_output_passes_strict_replay_and_fails_exact_replay_at_that_out
 
 fn read_profile() -> ProviderProfile {
     ProviderProfile::new("scripted", "scripted-model").with_tool(tools::read_file::tool())
+}
+
+/// Parent spawns a child that writes a file, waits for it, answers (the scripted model
+/// tells them apart by the `spawn_agent` tool only the parent has).
+fn parent_and_child(request: &agentloop::llm::Request) -> ScriptedTurn {
+    let results: Vec<String> = request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|p| match p {
+            agentloop::llm::ContentPart::ToolResult(r) => Some(r.content.clone()),
+            _ => None,
+        })
+        .collect();
+    let is_parent = request.tools.iter().any(|t| t.name == "spawn_agent");
+    match (is_parent, results.len()) {
+        (true, 0) => ScriptedTurn::tool_call("spawn_agent", json!({"task": "write NOTES.md"})),
+        (true, 1) => {
+            let spawned: Value = serde_json::from_str(&results[0]).unwrap_or_default();
+            ScriptedTurn::tool_call("wait", json!({"agent_id": spawned["agent_id"]}))
+        }
+        (true, _) => ScriptedTurn::text("the child is done"),
+        (false, 0) => ScriptedTurn::tool_call(
+            "write_file",
+            json!({"file_path": "NOTES.md", "content": "notes\n"}),
+        ),
+        (false, _) => ScriptedTurn::text("NOTES.md written"),
+    }
+}
+
+#[test]
+fn subagents_of_a_recorded_session_run_and_their_events_land_in_the_parent_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("parent.jsonl");
+    let profile = agentloop::profiles::anthropic("scripted-demo").with_provider_id("scripted");
+    let session = Session::new(
+        profile,
+        Arc::new(LocalExecutionEnvironment::new(dir.path())),
+        Client::new().with_provider(ScriptedModel::dynamic(parent_and_child)),
+        SessionConfig::default()
+            .with_transcript(&path)
+            .with_transcript_events(true),
+    )
+    .unwrap();
+    let outcome = session.run("delegate the notes").unwrap();
+    assert_eq!(outcome.text, "the child is done");
+    drop(session);
+    assert_eq!(text_of(&dir.path().join("NOTES.md")), "notes\n");
+    let transcript = Transcript::read(&path).unwrap();
+    assert!(
+        transcript.resumes().is_empty(),
+        "one session wrote the file"
+    );
+    let child_tool_ends = transcript
+        .events()
+        .iter()
+        .filter(|e| {
+            matches!(&e.kind, EventKind::SubagentEvent { event, .. }
+                if matches!(event.kind, EventKind::ToolCallEnd { .. }))
+        })
+        .count();
+    assert_eq!(child_tool_ends, 1, "the child's write_file, via the parent");
+    assert_eq!(
+        transcript.history().assistant_turns(),
+        3,
+        "the parent's own history"
+    );
 }
