@@ -37,6 +37,10 @@ OPTIONS:
     --approve MODE          auto: run every tool call (default)
                             ask: ask on the terminal before each shell command or write
     --json                  print one JSON object per session event on stdout, nothing else
+    --transcript PATH       save the session as JSON Lines in PATH (a new file); with
+                            --resume, where the continued session is saved instead
+    --resume PATH           continue the session saved in PATH (appending to it unless
+                            --transcript names another file)
     -h, --help              print this help
     -V, --version           print the version
 
@@ -130,6 +134,10 @@ pub struct Options {
     pub timeout_ms: Option<u64>,
     pub approve: ApproveMode,
     pub json: bool,
+    /// `--transcript`: where to save the session.
+    pub transcript: Option<PathBuf>,
+    /// `--resume`: the transcript to continue.
+    pub resume: Option<PathBuf>,
     /// The positional words joined by spaces, if any.
     pub prompt: Option<String>,
 }
@@ -210,6 +218,10 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--model" => options.model = Some(non_empty(&name, value("a model id")?)?),
             "--base-url" => options.base_url = Some(non_empty(&name, value("a URL")?)?),
             "--cwd" => options.cwd = Some(PathBuf::from(non_empty(&name, value("a directory")?)?)),
+            "--transcript" => {
+                options.transcript = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--resume" => options.resume = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
             "--max-rounds" => options.max_rounds = number(&name, &value("a number")?)?,
             "--timeout-ms" => {

@@ -211,7 +211,14 @@ fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<S
     if options.approve == ApproveMode::Ask {
         config = config.with_approval(ask_before_changes);
     }
-    Session::new(setup.profile.clone(), env, setup.client.clone(), config)
+    if let Some(path) = &options.transcript {
+        config = config.with_transcript(path);
+    }
+    let (profile, client) = (setup.profile.clone(), setup.client.clone());
+    match &options.resume {
+        Some(path) => Session::resume(path, profile, env, client, config),
+        None => Session::new(profile, env, client, config),
+    }
 }
 
 /// `--approve ask`: commands and writes wait for the user; reads and searches run.
