@@ -47,6 +47,13 @@
 //! - An `event` record whose event does not decode (a kind from a newer version) is skipped
 //!   with a warning: events are a log, the history does not depend on them.
 //!
+//! # Subagents
+//!
+//! A subagent writes no transcript of its own (its configuration is a copy of its
+//! parent's, transcript path included). When the parent records events, the subagent's
+//! events are in the parent's transcript as `subagent_event` events; the parent's history
+//! holds the `spawn_agent` / `wait` calls and their results.
+//!
 //! # Durability and secrets
 //!
 //! Each record is written with one `write_all` of the whole line, newline included, and
