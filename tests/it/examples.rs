@@ -65,6 +65,9 @@ fn the_subagents_example_shows_the_child_at_work_and_its_result_in_the_parent() 
     let child = out.find("[agent-1] write_file done").expect(&out);
     let waited = out.find("[parent] wait: ").expect(&out);
     assert!(child < waited, "{out}");
-    assert!(out.contains("The subagent reports: \"TESTS.md lists two cases.\""), "{out}");
+    assert!(
+        out.contains("The subagent reports: \"TESTS.md lists two cases.\""),
+        "{out}"
+    );
     assert!(out.contains("- greets the world"), "{out}");
 }
