@@ -19,8 +19,8 @@ use agentloop::tools::{self, RegisteredTool, ToolDefinition, ToolOutput};
 use agentloop::{CancelToken, Result};
 use serde_json::json;
 
-use crate::loop_::server::{Reply, Server};
-use crate::loop_::session_sse::anthropic_sse;
+use crate::server::{Reply, Server};
+use crate::session_sse::anthropic_sse;
 
 use crate::Row;
 
