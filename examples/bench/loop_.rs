@@ -17,14 +17,8 @@ use agentloop::tools::{self, RegisteredTool, ToolDefinition, ToolOutput};
 use agentloop::{CancelToken, Result};
 use serde_json::json;
 
-#[allow(dead_code)]
-#[path = "../../tests/it/support/server.rs"]
-pub(crate) mod server;
-#[path = "../../tests/it/session_sse.rs"]
-pub(crate) mod session_sse;
-
-use server::{Reply, Server};
-use session_sse::{anthropic_sse, partial_text_sse};
+use crate::server::{Reply, Server};
+use crate::session_sse::{anthropic_sse, partial_text_sse};
 
 use crate::{Row, ms};
 

@@ -1,16 +1,31 @@
-//! Benchmarks: `cargo run --release --example bench [-- SECTION]`.
+//! Benchmarks: `cargo run --release --example bench [-- SECTION...]` prints one table of
+//! every section (or of the sections named), with a line describing the machine.
 //!
-//! Each section lives in its own file and returns rows for one table.
+//! Each section lives in its own file and returns rows for the table. Sections measure and
+//! never assert; targets are printed beside the figures. `e2e` and `size` build the
+//! `agent` example with cargo first (`size` runs two `min-size` builds, a few minutes from
+//! scratch).
 
 use std::time::Duration;
 
+mod e2e;
 mod exec;
 mod grep;
 mod loop_;
 mod prompt;
+mod size;
 mod sse;
 mod subagents;
 mod tools;
+mod transcript;
+
+// The loopback server and Anthropic SSE bodies of the integration tests, shared by the
+// `loop` and `e2e` sections.
+#[allow(dead_code)]
+#[path = "../../tests/it/support/server.rs"]
+mod server;
+#[path = "../../tests/it/session_sse.rs"]
+mod session_sse;
 
 /// One row of the table.
 pub struct Row {
@@ -39,10 +54,44 @@ const SECTIONS: &[Section] = &[
     ("loop", loop_::run),
     ("tools", tools::run),
     ("subagents", subagents::run),
+    ("e2e", e2e::run),
+    ("size", size::run),
+    ("transcript", transcript::run),
 ];
+
+/// CPU model, cores, kernel and load: what the figures were measured on.
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    format!(
+        "{cpu}, {cores} cores available, {} {}, load average {}",
+        std::env::consts::OS,
+        kernel.trim(),
+        load.join(" ")
+    )
+}
 
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(unknown) = wanted
+        .iter()
+        .find(|w| !SECTIONS.iter().any(|(n, _)| n == w))
+    {
+        let names: Vec<&str> = SECTIONS.iter().map(|(n, _)| *n).collect();
+        eprintln!(
+            "bench: unknown section `{unknown}`; sections: {}",
+            names.join(", ")
+        );
+        std::process::exit(2);
+    }
     let mut rows = Vec::new();
     for (name, run) in SECTIONS {
         if wanted.is_empty() || wanted.iter().any(|w| w == name) {
@@ -50,10 +99,27 @@ fn main() {
             rows.extend(run());
         }
     }
-    println!("{:<8} {:<60} {:>18}  target", "section", "measure", "value");
+    let width = |f: fn(&Row) -> usize, min: usize| rows.iter().map(f).max().unwrap_or(0).max(min);
+    let (w_section, w_name, w_value) = (
+        width(|r| r.section.len(), 7),
+        width(|r| r.name.chars().count(), 7),
+        width(|r| r.value.chars().count(), 5),
+    );
+    println!("machine: {}", machine());
+    println!();
+    println!(
+        "| {:<w_section$} | {:<w_name$} | {:>w_value$} | target |",
+        "section", "measure", "value"
+    );
+    println!(
+        "|{}|{}|{}|--------|",
+        "-".repeat(w_section + 2),
+        "-".repeat(w_name + 2),
+        "-".repeat(w_value + 2)
+    );
     for row in rows {
         println!(
-            "{:<8} {:<60} {:>18}  {}",
+            "| {:<w_section$} | {:<w_name$} | {:>w_value$} | {} |",
             row.section, row.name, row.value, row.target
         );
     }

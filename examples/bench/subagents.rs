@@ -15,8 +15,8 @@ use agentloop::session::{EventKind, Events, Session, SessionConfig, SessionEvent
 use serde_json::{Value, json};
 
 // The loopback server and the Anthropic SSE builder, loaded once by the `loop` section.
-use crate::loop_::server::{Reply, Server};
-use crate::loop_::session_sse::anthropic_sse;
+use crate::server::{Reply, Server};
+use crate::session_sse::anthropic_sse;
 
 use crate::{Row, ms};
 

@@ -9,6 +9,11 @@
 //! It honours the [`CancelToken`]: a delayed or stalled turn returns an
 //! [`ErrorKind::Aborted`] error as soon as the token fires. It never touches the network,
 //! never spawns a thread and never sleeps except in `CancelToken::wait_timeout`.
+//!
+//! A model built from a session transcript (`ScriptedModel::from_transcript`, in
+//! [`session::transcript`](crate::session::transcript)) replays the recorded answers in
+//! order; in [`ReplayMode::Strict`] and [`ReplayMode::Exact`] it also checks that each
+//! request it receives equals the recorded one and fails with the first difference.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -18,6 +23,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::replay::Replay;
+pub use super::replay::ReplayMode;
+pub(crate) use super::replay::{ExpectedRequest, ReplayStep};
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::client::Provider;
@@ -186,6 +194,7 @@ struct Inner {
     dynamic: Option<Arc<Dynamic>>,
     requests: Mutex<Vec<Request>>,
     next_call: AtomicU64,
+    replay: Option<Replay>,
 }
 
 /// A [`Provider`] that answers from prepared [`ScriptedTurn`]s. Clones share the script and
@@ -242,6 +251,45 @@ impl ScriptedModel {
                 dynamic,
                 requests: Mutex::new(Vec::new()),
                 next_call: AtomicU64::new(1),
+                replay: None,
+            }),
+        }
+    }
+
+    /// A model that replays `steps` under provider id `id`. A step without an answer (the
+    /// recorded call failed or was cut short) is answered with a server error.
+    pub(crate) fn replay(
+        id: &str,
+        steps: Vec<ReplayStep>,
+        history: Vec<Message>,
+        mode: ReplayMode,
+    ) -> ScriptedModel {
+        let mut turns = VecDeque::with_capacity(steps.len());
+        let mut expected = VecDeque::with_capacity(steps.len());
+        for (index, step) in steps.into_iter().enumerate() {
+            turns.push_back(step.answer.unwrap_or_else(|| {
+                ScriptedTurn::error(
+                    Error::new(
+                        ErrorKind::Server,
+                        format!(
+                            "the recorded model call {} got no answer (it failed or was \
+                             cut short when it was recorded)",
+                            index + 1
+                        ),
+                    )
+                    .with_provider(id),
+                )
+            }));
+            expected.push_back(step.request);
+        }
+        ScriptedModel {
+            inner: Arc::new(Inner {
+                id: id.to_string(),
+                turns: Mutex::new(turns),
+                dynamic: None,
+                requests: Mutex::new(Vec::new()),
+                next_call: AtomicU64::new(1),
+                replay: Some(Replay::new(mode, history, expected)),
             }),
         }
     }
@@ -299,11 +347,20 @@ impl Provider for ScriptedModel {
         request: &Request,
         cancel: &CancelToken,
     ) -> Result<Box<dyn Iterator<Item = Result<StreamEvent>> + Send>> {
-        lock(&self.inner.requests).push(request.clone());
+        let number = {
+            let mut requests = lock(&self.inner.requests);
+            requests.push(request.clone());
+            requests.len()
+        };
         if cancel.is_cancelled() {
             return Err(aborted(&self.inner.id));
         }
+        let checked = match &self.inner.replay {
+            Some(replay) => replay.check(request, number, &self.inner.id),
+            None => Ok(()),
+        };
         let mut turn = self.next_turn(request)?;
+        checked?;
         if let Some(Failure::Open(_)) = &turn.failure {
             let Some(Failure::Open(error)) = turn.failure.take() else {
                 unreachable!("matched just above")

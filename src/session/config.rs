@@ -1,9 +1,11 @@
-//! `SessionConfig`: limits, timeouts, truncation overrides, loop detection and approval.
+//! `SessionConfig`: limits, timeouts, truncation overrides, loop detection, approval and
+//! the transcript file.
 //!
 //! Plain data with the spec's defaults (§2.2). This module never starts anything.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::approval::{Approval, ApprovalHook};
@@ -63,6 +65,14 @@ pub struct SessionConfig {
     /// Whether file tools may touch paths outside the environment's working directory.
     /// Default `false`.
     pub allow_outside_working_dir: bool,
+    /// Where to write the session's transcript (JSON Lines, see
+    /// [`transcript`](crate::session::transcript)); `None` (the default) writes none.
+    /// `Session::new` creates the file and fails if it already exists; `Session::resume`
+    /// appends to the transcript it resumes when this is `None` or names that same file.
+    pub transcript_path: Option<PathBuf>,
+    /// Whether the transcript also records every event (`{"type":"event"}` records), not
+    /// only the history and the requests. Default `false`.
+    pub transcript_events: bool,
 }
 
 impl Default for SessionConfig {
@@ -80,6 +90,8 @@ impl Default for SessionConfig {
             max_subagent_depth: 1,
             approval: None,
             allow_outside_working_dir: false,
+            transcript_path: None,
+            transcript_events: false,
         }
     }
 }
@@ -102,6 +114,8 @@ impl fmt::Debug for SessionConfig {
             .field("max_subagent_depth", &self.max_subagent_depth)
             .field("approval", &self.approval.as_ref().map(|_| "hook"))
             .field("allow_outside_working_dir", &self.allow_outside_working_dir)
+            .field("transcript_path", &self.transcript_path)
+            .field("transcript_events", &self.transcript_events)
             .finish()
     }
 }
@@ -167,6 +181,18 @@ impl SessionConfig {
         hook: impl Fn(&ToolCall) -> Approval + Send + Sync + 'static,
     ) -> SessionConfig {
         self.approval = Some(Arc::new(hook));
+        self
+    }
+
+    /// Writes the session's transcript to `path` (see `transcript_path`).
+    pub fn with_transcript(mut self, path: impl Into<PathBuf>) -> SessionConfig {
+        self.transcript_path = Some(path.into());
+        self
+    }
+
+    /// Records every event in the transcript too (see `transcript_events`).
+    pub fn with_transcript_events(mut self, enabled: bool) -> SessionConfig {
+        self.transcript_events = enabled;
         self
     }
 }

@@ -24,6 +24,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::approval::ApprovalResponder;
+use super::transcript::TranscriptWriter;
 use crate::llm::{FinishReason, Usage};
 
 /// Where a session is in its lifecycle (spec §2.3).
@@ -218,8 +219,10 @@ pub enum EventKind {
     Warning {
         /// What happened.
         message: String,
-        /// `"context_usage"` (history above 80 % of the context window) or
-        /// `"context_length"` (the provider rejected the request as too long).
+        /// `"context_usage"` (history above 80 % of the context window),
+        /// `"context_length"` (the provider rejected the request as too long) or
+        /// `"transcript"` (writing the transcript failed, or resuming it found something to
+        /// report).
         code: String,
     },
     /// An error ended the current input (and, when `fatal`, the session).
@@ -555,6 +558,8 @@ pub(crate) struct EventSink {
     sender: Sender<SessionEvent>,
     session_id: Arc<str>,
     listeners: Arc<Listeners>,
+    /// Where events are also recorded, when the transcript records events.
+    transcript: Option<Arc<TranscriptWriter>>,
     /// Set for a subagent: its events go to the parent's stream, wrapped, instead.
     forward: Option<Forward>,
 }
@@ -576,6 +581,7 @@ impl EventSink {
             sender,
             session_id,
             listeners,
+            transcript: None,
             forward: None,
         }
     }
@@ -594,7 +600,15 @@ impl EventSink {
         }
     }
 
-    /// Sends an event (never blocks; a host that is gone is not an error).
+    /// Also records every event in `transcript`.
+    pub(crate) fn with_transcript(mut self, transcript: Arc<TranscriptWriter>) -> EventSink {
+        self.transcript = Some(transcript);
+        self
+    }
+
+    /// Sends an event (never blocks; a host that is gone is not an error), and records it
+    /// in the transcript when events are recorded — also the events the host does not
+    /// keep. A subagent's sink forwards to its parent's instead (and has no transcript).
     pub(crate) fn emit(&self, kind: EventKind) {
         if let Some(forward) = &self.forward {
             let event = SessionEvent::new(kind, &*self.session_id);
@@ -604,8 +618,24 @@ impl EventSink {
             });
             return;
         }
-        if self.listeners.keep(&kind) {
-            let _ = self.sender.send(SessionEvent::new(kind, &*self.session_id));
+        let keep = self.listeners.keep(&kind);
+        let Some(transcript) = &self.transcript else {
+            if keep {
+                let _ = self.sender.send(SessionEvent::new(kind, &*self.session_id));
+            }
+            return;
+        };
+        let event = SessionEvent::new(kind, &*self.session_id);
+        let failure = transcript.event(&event);
+        if keep {
+            let _ = self.sender.send(event);
+        }
+        if let Some(message) = failure {
+            // The writer is closed now: this warning is not recorded, so no recursion.
+            self.emit(EventKind::Warning {
+                message,
+                code: "transcript".to_string(),
+            });
         }
     }
 }

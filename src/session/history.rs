@@ -255,6 +255,20 @@ impl History {
         out
     }
 
+    /// The messages of every turn, and for each turn the number of messages before it
+    /// (so the messages of the first `n` turns are `messages[..offsets[n]]`; `offsets` has
+    /// one entry more than there are turns).
+    pub(crate) fn messages_with_offsets(&self) -> (Vec<Message>, Vec<usize>) {
+        let mut messages = Vec::with_capacity(self.turns.len() + 4);
+        let mut offsets = Vec::with_capacity(self.turns.len() + 1);
+        for turn in &self.turns {
+            offsets.push(messages.len());
+            turn.push_messages(&mut messages);
+        }
+        offsets.push(messages.len());
+        (messages, offsets)
+    }
+
     /// Calls of the last assistant turn that no tool-results turn answers yet, in order.
     pub(crate) fn unanswered_calls(&self) -> Vec<ToolCall> {
         let Some(index) = self

@@ -60,9 +60,16 @@
 //!
 //! After any stop — completion, limit, interrupt, abort, error — every tool call in the
 //! history has exactly one result ([`History::check_tool_results`]).
+//!
+//! # Transcripts
+//!
+//! With [`SessionConfig::transcript_path`] set, the session writes its history (and the
+//! requests it sends, and optionally every event) to a JSON Lines file as it runs;
+//! [`Session::resume`] continues a session from such a file. See [`transcript`].
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -83,6 +90,7 @@ mod history;
 mod loop_detection;
 mod time;
 mod tool_round;
+pub mod transcript;
 mod worker;
 
 pub use approval::{Approval, ApprovalHook, ApprovalResponder};
@@ -97,6 +105,8 @@ pub use history::{
 use events::Listeners;
 pub(crate) use events::{EventSink, Forward};
 use loop_detection::LoopDetector;
+use transcript::TranscriptWriter;
+pub use transcript::{Transcript, TranscriptHeader};
 use worker::{Input, Shared, Worker};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -153,7 +163,9 @@ impl Session {
     /// With `config.max_subagent_depth` 0 the profile's subagent tools are removed.
     ///
     /// Fails with a configuration error if no provider of `client` answers the profile's
-    /// id, and with an I/O error if the thread cannot be started.
+    /// id, with an I/O error if the thread cannot be started, and with an I/O error if
+    /// [`SessionConfig::transcript_path`] is set and the file cannot be created (it must
+    /// not exist yet).
     pub fn new(
         profile: ProviderProfile,
         env: Arc<dyn ExecutionEnvironment>,
@@ -164,41 +176,188 @@ impl Session {
     }
 
     /// [`new`](Self::new) for a session at subagent `depth` whose events go to `forward`
-    /// (a subagent's parent) instead of its own stream.
+    /// (a subagent's parent) instead of its own stream. A subagent writes no transcript
+    /// of its own: its events reach the parent's (recorded there with the parent's
+    /// events, when the parent records events).
     pub(crate) fn start(
-        mut profile: ProviderProfile,
+        profile: ProviderProfile,
         env: Arc<dyn ExecutionEnvironment>,
         client: Client,
         config: SessionConfig,
         depth: usize,
         forward: Option<Forward>,
     ) -> Result<Session> {
-        let probe = Request {
-            provider: Some(profile.id.clone()),
-            ..Request::default()
+        check_provider(&client, &profile)?;
+        let id = new_session_id();
+        let transcript = match (&config.transcript_path, &forward) {
+            (Some(path), None) => {
+                let header = transcript_header(&id, &profile, &*env, &config, None);
+                Some(TranscriptWriter::create(path, &header)?)
+            }
+            _ => None,
         };
-        client.provider_for(&probe)?;
-        if depth >= config.max_subagent_depth {
-            crate::subagent::remove_tools(&mut profile.tool_registry);
+        let start = Start {
+            depth,
+            forward,
+            history: History::new(),
+            transcript,
+            warnings: Vec::new(),
+        };
+        Session::launch(id, profile, env, client, config, start)
+    }
+
+    /// Continues the session recorded in the transcript at `transcript_path`: a new
+    /// session (with a new id) whose history is the recorded one, so that its next
+    /// request holds the earlier conversation exactly as the recorded session would have
+    /// sent it (thinking signatures and reasoning items included).
+    ///
+    /// The records go on at the end of the same transcript, after a new header whose
+    /// `resumed_from` names the recorded session — or, when `config.transcript_path` names
+    /// another file, into that new file, which starts with a copy of the recorded ones. A
+    /// torn last line (a crash cut it short) is dropped first, with a `WARNING` event. If
+    /// the recording stopped while tool calls ran, each gets an error result saying its
+    /// effects are unknown, so the history is valid for the provider. A profile or model
+    /// other than the recorded one is allowed (with a `WARNING`); `max_turns` counts the
+    /// recorded responses too.
+    ///
+    /// Fails like [`Session::new`], and with an I/O error when the transcript cannot be
+    /// read or its history is invalid.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use agentloop::exec::LocalExecutionEnvironment;
+    /// use agentloop::llm::Client;
+    /// use agentloop::profiles::ProviderProfile;
+    /// use agentloop::session::{Session, SessionConfig};
+    ///
+    /// let profile = ProviderProfile::new("anthropic", "claude-sonnet-4-5");
+    /// let env = Arc::new(LocalExecutionEnvironment::new("/src/app"));
+    /// let client = Client::from_env()?;
+    /// let session = Session::resume("session.jsonl", profile, env, client, SessionConfig::default())?;
+    /// let outcome = session.run("now update the changelog")?;
+    /// # Ok::<(), agentloop::Error>(())
+    /// ```
+    pub fn resume(
+        transcript_path: impl AsRef<Path>,
+        profile: ProviderProfile,
+        env: Arc<dyn ExecutionEnvironment>,
+        client: Client,
+        config: SessionConfig,
+    ) -> Result<Session> {
+        check_provider(&client, &profile)?;
+        let source = transcript_path.as_ref();
+        let recorded = Transcript::read(source)?;
+        let mut history = recorded.history().clone();
+        let open_calls = history.unanswered_calls();
+        let repair = (!open_calls.is_empty()).then(|| {
+            Turn::tool_results(
+                open_calls
+                    .iter()
+                    .map(|call| {
+                        crate::llm::ToolResult::for_call(
+                            call,
+                            "Tool call not completed: the session stopped before it finished \
+                             and was resumed later. Its effects, if any, are unknown; check \
+                             before repeating it.",
+                            true,
+                        )
+                    })
+                    .collect(),
+            )
+        });
+        if let Some(turn) = &repair {
+            history.push(turn.clone());
         }
+        history.check_tool_results().map_err(|problem| {
+            Error::new(
+                ErrorKind::Io,
+                format!(
+                    "transcript `{}`: the recorded history is not valid: {problem}",
+                    source.display()
+                ),
+            )
+        })?;
 
         let id = new_session_id();
+        let header = transcript_header(
+            &id,
+            &profile,
+            &*env,
+            &config,
+            Some(recorded.last_session_id().to_string()),
+        );
+        let writer = TranscriptWriter::resume(
+            source,
+            &recorded,
+            config.transcript_path.as_deref(),
+            &header,
+        )?;
+        let mut warnings = Vec::new();
+        if let Some(turn) = &repair {
+            if let Some(failure) = writer.turn(turn) {
+                warnings.push(failure);
+            }
+        }
+        if let Some(torn) = recorded.torn_last_line() {
+            warnings.push(format!(
+                "the transcript's last line was cut short ({} bytes) and was dropped: {}",
+                torn.len(),
+                excerpt(torn, 200)
+            ));
+        }
+        let last = recorded.resumes().last().unwrap_or(recorded.header());
+        if last.profile != profile.id || last.model != profile.model {
+            warnings.push(format!(
+                "resuming a session recorded with profile `{}` and model `{}` with profile \
+                 `{}` and model `{}`",
+                last.profile, last.model, profile.id, profile.model
+            ));
+        }
+        let start = Start {
+            depth: 0,
+            forward: None,
+            history,
+            transcript: Some(writer),
+            warnings,
+        };
+        Session::launch(id, profile, env, client, config, start)
+    }
+
+    fn launch(
+        id: String,
+        mut profile: ProviderProfile,
+        env: Arc<dyn ExecutionEnvironment>,
+        client: Client,
+        config: SessionConfig,
+        start: Start,
+    ) -> Result<Session> {
+        if start.depth >= config.max_subagent_depth {
+            crate::subagent::remove_tools(&mut profile.tool_registry);
+        }
         let short_id: String = id.chars().take(8).collect();
         let (inbox, inbox_rx) = crossbeam_channel::unbounded();
         let (event_tx, event_rx) = crossbeam_channel::unbounded();
         let listeners = Arc::new(Listeners::default());
         let shared = Arc::new(Shared::default());
         *lock(&shared.reasoning_effort) = config.reasoning_effort.clone();
+        let history_chars = start.history.approx_chars();
+        let assistant_turns = start.history.assistant_turns();
+        *lock(&shared.history) = start.history;
         let abort = CancelToken::new();
-        let events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone())
-            .forwarded_to(forward);
+        let mut events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone())
+            .forwarded_to(start.forward);
+        if config.transcript_events {
+            if let Some(writer) = &start.transcript {
+                events = events.with_transcript(writer.clone());
+            }
+        }
         let subagents = Subagents::new(
             profile.clone(),
             env.clone(),
             client.clone(),
             config.clone(),
             events.clone(),
-            depth,
+            start.depth,
         );
         let worker = Worker {
             short_id: short_id.clone(),
@@ -212,9 +371,11 @@ impl Session {
             subagents,
             inbox: inbox_rx,
             abort: abort.clone(),
-            history_chars: 0,
-            assistant_turns: 0,
+            history_chars,
+            assistant_turns,
             context_warned: false,
+            transcript: start.transcript,
+            startup_warnings: start.warnings,
         };
         let handle = thread::Builder::new()
             .name(format!("agentloop-session-{short_id}"))
@@ -391,6 +552,75 @@ impl Drop for Session {
                 let _ = handle.join();
             }
         }
+    }
+}
+
+/// What a new worker starts from.
+struct Start {
+    /// Subagent depth (0 for a host's session).
+    depth: usize,
+    /// For a subagent: where its events go.
+    forward: Option<Forward>,
+    history: History,
+    transcript: Option<Arc<TranscriptWriter>>,
+    /// `WARNING` events (code `"transcript"`) to emit after `SESSION_START`.
+    warnings: Vec<String>,
+}
+
+/// Fails with a configuration error if no provider of `client` answers `profile`'s id.
+fn check_provider(client: &Client, profile: &ProviderProfile) -> Result<()> {
+    let probe = Request {
+        provider: Some(profile.id.clone()),
+        ..Request::default()
+    };
+    client.provider_for(&probe).map(|_| ())
+}
+
+/// The first `max` characters of `text`, with `…` when cut.
+fn excerpt(text: &str, max: usize) -> String {
+    let mut out: String = text.chars().take(max).collect();
+    if text.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+/// The serialisable settings of `config` for a transcript header (never the approval
+/// hook).
+fn config_record(config: &SessionConfig) -> serde_json::Value {
+    serde_json::json!({
+        "max_turns": config.max_turns,
+        "max_tool_rounds_per_input": config.max_tool_rounds_per_input,
+        "default_command_timeout_ms": config.default_command_timeout_ms,
+        "max_command_timeout_ms": config.max_command_timeout_ms,
+        "reasoning_effort": config.reasoning_effort,
+        "tool_output_limits": config.tool_output_limits,
+        "tool_line_limits": config.tool_line_limits,
+        "enable_loop_detection": config.enable_loop_detection,
+        "loop_detection_window": config.loop_detection_window,
+        "max_subagent_depth": config.max_subagent_depth,
+        "approval_hook": config.approval.is_some(),
+        "allow_outside_working_dir": config.allow_outside_working_dir,
+        "transcript_events": config.transcript_events,
+    })
+}
+
+fn transcript_header(
+    id: &str,
+    profile: &ProviderProfile,
+    env: &dyn ExecutionEnvironment,
+    config: &SessionConfig,
+    resumed_from: Option<String>,
+) -> TranscriptHeader {
+    TranscriptHeader {
+        version: transcript::TRANSCRIPT_VERSION,
+        session_id: id.to_string(),
+        profile: profile.id.clone(),
+        model: profile.model.clone(),
+        working_directory: env.working_directory().to_string_lossy().into_owned(),
+        started_at: std::time::SystemTime::now(),
+        config: config_record(config),
+        resumed_from,
     }
 }
 

@@ -20,6 +20,7 @@ use super::events::{CloseReason, EventKind, EventSink, SessionState, StopReason}
 use super::history::{AssistantTurn, History, Turn};
 use super::loop_detection::LoopDetector;
 use super::tool_round::{ToolRound, cancelled_text};
+use super::transcript::TranscriptWriter;
 use super::{Outcome, SessionConfig, lock};
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind};
@@ -97,6 +98,10 @@ pub(crate) struct Worker {
     pub(crate) assistant_turns: usize,
     /// The context-usage warning fired and usage has not dropped below the threshold since.
     pub(crate) context_warned: bool,
+    /// Where turns and requests are recorded, if anywhere.
+    pub(crate) transcript: Option<Arc<TranscriptWriter>>,
+    /// Warnings to emit right after `SESSION_START` (from resuming a transcript).
+    pub(crate) startup_warnings: Vec<String>,
 }
 
 impl Worker {
@@ -106,6 +111,9 @@ impl Worker {
             provider: self.profile.id.clone(),
             model: self.profile.model.clone(),
         });
+        for message in std::mem::take(&mut self.startup_warnings) {
+            self.transcript_warning(message);
+        }
         let reason = match self.env.initialize() {
             Ok(()) => {
                 // Spec §6.3: the environment block is generated once, at session start.
@@ -199,7 +207,19 @@ impl Worker {
         closing
     }
 
+    fn transcript_warning(&self, message: String) {
+        self.events.emit(EventKind::Warning {
+            message,
+            code: "transcript".to_string(),
+        });
+    }
+
     fn push_turn(&mut self, turn: Turn) {
+        if let Some(transcript) = &self.transcript {
+            if let Some(failure) = transcript.turn(&turn) {
+                self.transcript_warning(failure);
+            }
+        }
         self.history_chars += turn.approx_chars();
         if matches!(turn, Turn::Assistant(_)) {
             self.assistant_turns += 1;
@@ -249,6 +269,7 @@ impl Worker {
             }
             self.check_context_usage();
             let request = self.build_request(&system_prompt, &tools);
+            self.record_request(&request);
             let response = match self.stream_round(&request, &cancel) {
                 RoundEnd::Response(response) => response,
                 RoundEnd::Cancelled => break self.cancelled_stop(),
@@ -397,6 +418,18 @@ impl Worker {
             reasoning_effort: lock(&self.shared.reasoning_effort).clone(),
             provider_options: self.profile.provider_options(),
             ..Request::default()
+        }
+    }
+
+    /// Records a model call in the transcript: the request's one leading message is the
+    /// system prompt, the rest is the whole history.
+    fn record_request(&self, request: &Request) {
+        let Some(transcript) = &self.transcript else {
+            return;
+        };
+        let turns = lock(&self.shared.history).len();
+        if let Some(failure) = transcript.request(request, 1, turns) {
+            self.transcript_warning(failure);
         }
     }
 

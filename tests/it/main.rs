@@ -1,9 +1,11 @@
 //! The integration tests: one binary, one module per feature.
 
+mod agent_cli;
 mod anthropic;
 mod apply_patch;
 mod client;
 mod edit_file;
+mod examples;
 mod exec_env;
 mod exec_files;
 mod exec_process;
@@ -36,4 +38,5 @@ mod tools;
 mod tools_search;
 mod tools_shell;
 mod tools_tree;
+mod transcript;
 mod wire;

@@ -1,0 +1,347 @@
+//! Command-line options of the `agent` example: hand-written parsing into [`Options`].
+//!
+//! One `match` arm per option keeps adding an option a three-line change (the option, its
+//! field, its line in [`USAGE`]). Parsing never reads the environment and never exits: a
+//! bad command line is a [`UsageError`] the caller turns into exit status 2.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The help text (`agent --help`).
+pub const USAGE: &str = "\
+agent: a coding agent in your terminal, built on the agentloop library
+
+USAGE:
+    agent [OPTIONS] [PROMPT...]
+
+    With a PROMPT, runs it once and exits. Without one, reads the prompt from stdin, or,
+    when stdin is a terminal, asks for one input after another (Ctrl-D ends).
+    Without any API key in the environment, runs an offline demo with a scripted model.
+
+OPTIONS:
+    --provider NAME         anthropic | openai | openai-chat | gemini | demo
+                            (default: the first of ANTHROPIC_API_KEY, OPENAI_API_KEY,
+                            GEMINI_API_KEY found in the environment, else demo)
+    --model ID              the model (default: the provider's usual coding model)
+    --profile NAME          openai | anthropic | gemini: tools and system prompt
+                            (default: the provider's own; openai-chat uses openai,
+                            demo uses anthropic)
+    --base-url URL          the provider's endpoint (default: ANTHROPIC_BASE_URL,
+                            OPENAI_BASE_URL or GOOGLE_GEMINI_BASE_URL, else the vendor's)
+    --cwd DIR               the directory the agent works in (default: the current one;
+                            the demo uses a fresh temporary directory)
+    --max-turns N           stop after N model calls in the whole session (0 = no limit)
+    --max-rounds N          stop an input after N tool rounds (0 = no limit)
+    --reasoning-effort E    low | medium | high (or a provider's own value)
+    --timeout-ms MS         default timeout of shell commands (default 10000)
+    --approve MODE          auto: run every tool call (default)
+                            ask: ask on the terminal before each shell command or write
+    --json                  print one JSON object per session event on stdout, nothing else
+    --transcript PATH       save the session as JSON Lines in PATH (a new file); with
+                            --resume, where the continued session is saved instead
+    --resume PATH           continue the session saved in PATH (appending to it unless
+                            --transcript names another file)
+    -h, --help              print this help
+    -V, --version           print the version
+
+EXIT STATUS:
+    0 done, 1 error, 2 bad usage, 3 a turn or round limit stopped the agent,
+    130 interrupted (Ctrl-C; a second Ctrl-C aborts at once)
+";
+
+/// A provider the CLI can talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderName {
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Responses.
+    OpenAi,
+    /// Chat Completions (OpenAI or any compatible server).
+    OpenAiChat,
+    /// Google Gemini.
+    Gemini,
+    /// The offline scripted demo.
+    Demo,
+}
+
+impl ProviderName {
+    fn parse(text: &str) -> Option<ProviderName> {
+        Some(match text {
+            "anthropic" => ProviderName::Anthropic,
+            "openai" => ProviderName::OpenAi,
+            "openai-chat" => ProviderName::OpenAiChat,
+            "gemini" => ProviderName::Gemini,
+            "demo" => ProviderName::Demo,
+            _ => return None,
+        })
+    }
+
+    /// The name as given on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderName::Anthropic => "anthropic",
+            ProviderName::OpenAi => "openai",
+            ProviderName::OpenAiChat => "openai-chat",
+            ProviderName::Gemini => "gemini",
+            ProviderName::Demo => "demo",
+        }
+    }
+}
+
+/// Which provider-aligned profile (tools, system prompt) the agent uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileName {
+    /// codex-style: `apply_patch`.
+    OpenAi,
+    /// Claude Code-style: `edit_file`.
+    Anthropic,
+    /// gemini-cli-style.
+    Gemini,
+}
+
+impl ProfileName {
+    fn parse(text: &str) -> Option<ProfileName> {
+        Some(match text {
+            "openai" => ProfileName::OpenAi,
+            "anthropic" => ProfileName::Anthropic,
+            "gemini" => ProfileName::Gemini,
+            _ => return None,
+        })
+    }
+}
+
+/// When to ask before a tool call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApproveMode {
+    /// Run everything.
+    #[default]
+    Auto,
+    /// Ask on the terminal before shell commands and writes.
+    Ask,
+}
+
+/// Everything the command line says.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub provider: Option<ProviderName>,
+    pub model: Option<String>,
+    pub profile: Option<ProfileName>,
+    pub base_url: Option<String>,
+    pub cwd: Option<PathBuf>,
+    pub max_turns: usize,
+    pub max_rounds: usize,
+    pub reasoning_effort: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub approve: ApproveMode,
+    pub json: bool,
+    /// `--transcript`: where to save the session.
+    pub transcript: Option<PathBuf>,
+    /// `--resume`: the transcript to continue.
+    pub resume: Option<PathBuf>,
+    /// The positional words joined by spaces, if any.
+    pub prompt: Option<String>,
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Command {
+    /// Run the agent.
+    Run(Box<Options>),
+    /// Print [`USAGE`].
+    Help,
+    /// Print the version.
+    Version,
+}
+
+/// A command line that cannot be run; the message says what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn usage(message: impl Into<String>) -> UsageError {
+    UsageError(message.into())
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageError> {
+    let mut options = Options::default();
+    let mut words: Vec<String> = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            words.extend(args.by_ref());
+            break;
+        }
+        if !arg.starts_with('-') || arg == "-" {
+            words.push(arg);
+            continue;
+        }
+        // `--name=value` or `--name value`.
+        let (name, inline) = match arg.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => (name.to_string(), Some(value)),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |what: &str| -> Result<String, UsageError> {
+            match inline {
+                Some(v) => Ok(v.to_string()),
+                None => args
+                    .next()
+                    .ok_or_else(|| usage(format!("{name} needs a value ({what})"))),
+            }
+        };
+        match name.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "-V" | "--version" => return Ok(Command::Version),
+            "--json" => options.json = true,
+            "--provider" => {
+                let text = value("anthropic, openai, openai-chat, gemini or demo")?;
+                options.provider = Some(ProviderName::parse(&text).ok_or_else(|| {
+                    usage(format!(
+                        "unknown provider `{text}`; use anthropic, openai, openai-chat, gemini \
+                         or demo"
+                    ))
+                })?);
+            }
+            "--profile" => {
+                let text = value("openai, anthropic or gemini")?;
+                options.profile = Some(ProfileName::parse(&text).ok_or_else(|| {
+                    usage(format!(
+                        "unknown profile `{text}`; use openai, anthropic or gemini"
+                    ))
+                })?);
+            }
+            "--model" => options.model = Some(non_empty(&name, value("a model id")?)?),
+            "--base-url" => options.base_url = Some(non_empty(&name, value("a URL")?)?),
+            "--cwd" => options.cwd = Some(PathBuf::from(non_empty(&name, value("a directory")?)?)),
+            "--transcript" => {
+                options.transcript = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--resume" => options.resume = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
+            "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
+            "--max-rounds" => options.max_rounds = number(&name, &value("a number")?)?,
+            "--timeout-ms" => {
+                let ms: u64 = number(&name, &value("milliseconds")?)?;
+                if ms == 0 {
+                    return Err(usage("--timeout-ms must be at least 1"));
+                }
+                options.timeout_ms = Some(ms);
+            }
+            "--reasoning-effort" => {
+                options.reasoning_effort = Some(non_empty(&name, value("low, medium or high")?)?)
+            }
+            "--approve" => {
+                options.approve = match value("auto or ask")?.as_str() {
+                    "auto" => ApproveMode::Auto,
+                    "ask" => ApproveMode::Ask,
+                    other => {
+                        return Err(usage(format!(
+                            "unknown approval mode `{other}`; use auto or ask"
+                        )));
+                    }
+                }
+            }
+            _ => {
+                return Err(usage(format!(
+                    "unknown option `{name}`; run `agent --help` for the options"
+                )));
+            }
+        }
+    }
+    if !words.is_empty() {
+        let prompt = words.join(" ");
+        if prompt.trim().is_empty() {
+            return Err(usage("the prompt is empty"));
+        }
+        options.prompt = Some(prompt);
+    }
+    Ok(Command::Run(Box::new(options)))
+}
+
+fn non_empty(name: &str, value: String) -> Result<String, UsageError> {
+    if value.trim().is_empty() {
+        Err(usage(format!("{name} needs a non-empty value")))
+    } else {
+        Ok(value)
+    }
+}
+
+fn number<T: std::str::FromStr>(name: &str, text: &str) -> Result<T, UsageError> {
+    text.trim()
+        .parse()
+        .map_err(|_| usage(format!("{name} takes a whole number, not `{text}`")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Options, UsageError> {
+        match parse(args.iter().map(|s| s.to_string()))? {
+            Command::Run(options) => Ok(*options),
+            other => panic!("expected a run, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_take_separate_or_inline_values_and_words_form_the_prompt() {
+        let options = run(&[
+            "--provider",
+            "openai-chat",
+            "--max-rounds=4",
+            "fix",
+            "--json",
+            "the tests",
+        ])
+        .unwrap();
+        assert_eq!(options.provider, Some(ProviderName::OpenAiChat));
+        assert_eq!(options.max_rounds, 4);
+        assert!(options.json);
+        assert_eq!(options.prompt.as_deref(), Some("fix the tests"));
+    }
+
+    #[test]
+    fn a_double_dash_ends_the_options() {
+        let options = run(&["--", "--json", "is", "text"]).unwrap();
+        assert!(!options.json);
+        assert_eq!(options.prompt.as_deref(), Some("--json is text"));
+    }
+
+    #[test]
+    fn bad_usage_says_what_to_change() {
+        assert!(
+            run(&["--bogus"])
+                .unwrap_err()
+                .0
+                .contains("unknown option `--bogus`")
+        );
+        assert!(
+            run(&["--max-turns", "many"])
+                .unwrap_err()
+                .0
+                .contains("whole number")
+        );
+        assert!(
+            run(&["--provider"])
+                .unwrap_err()
+                .0
+                .contains("needs a value")
+        );
+        assert!(
+            run(&["--provider", "x"])
+                .unwrap_err()
+                .0
+                .contains("unknown provider")
+        );
+        assert!(
+            run(&["--approve", "never"])
+                .unwrap_err()
+                .0
+                .contains("auto or ask")
+        );
+    }
+}

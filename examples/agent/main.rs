@@ -1,0 +1,436 @@
+//! `agent`: the reference CLI built on agentloop — a coding agent in the terminal, with an
+//! offline demo when no API key is set.
+//!
+//! ```text
+//! cargo run --release --example agent                       # the offline demo
+//! ANTHROPIC_API_KEY=… cargo run --release --example agent -- "make the tests pass"
+//! cargo run --release --example agent -- --json "list the files" | jq .kind
+//! ```
+//!
+//! `agent --help` lists the options and exit statuses. This file wires the pieces together:
+//! options (`args.rs`), provider and profile (`setup.rs`), the demo model (`demo.rs`), the
+//! views (`render.rs`) and Ctrl-C (`signals.rs`). It never writes anything but events to
+//! stdout in `--json` mode.
+
+mod args;
+mod demo;
+mod render;
+mod setup;
+mod signals;
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agentloop::exec::LocalExecutionEnvironment;
+use agentloop::llm::ToolCall;
+use agentloop::session::{
+    Approval, ApprovalResponder, CloseReason, EventKind, Events, RecvError, Session, SessionConfig,
+    SessionEvent, StopReason,
+};
+use serde_json::Value;
+
+use args::{ApproveMode, Command, Options};
+use render::{Human, Output};
+use signals::{CtrlC, Line, LineReader};
+
+/// Exit statuses (`agent --help` documents them).
+const EXIT_OK: i32 = 0;
+const EXIT_ERROR: i32 = 1;
+const EXIT_USAGE: i32 = 2;
+const EXIT_LIMIT: i32 = 3;
+const EXIT_INTERRUPTED: i32 = 130;
+
+/// How often the live indicator is redrawn while no event arrives.
+const TICK: Duration = Duration::from_millis(100);
+
+fn main() {
+    // `run` returns only after the session and every thread are gone.
+    std::process::exit(run());
+}
+
+fn run() -> i32 {
+    let options = match args::parse(std::env::args().skip(1)) {
+        Ok(Command::Run(options)) => *options,
+        Ok(Command::Help) => {
+            print!("{}", args::USAGE);
+            return EXIT_OK;
+        }
+        Ok(Command::Version) => {
+            println!("agent (agentloop {})", env!("CARGO_PKG_VERSION"));
+            return EXIT_OK;
+        }
+        Err(err) => return usage_error(&err.0),
+    };
+    let setup = match setup::resolve(&options, &|name| std::env::var(name).ok()) {
+        Ok(setup) => setup,
+        Err(err) => return usage_error(&err.0),
+    };
+
+    // The prompt: the demo's task, the command line, or stdin (read before Ctrl-C is
+    // handled, so that a Ctrl-C while typing into a pipe ends the program as usual).
+    let stdin_is_terminal = signals::is_terminal(io::stdin().as_raw_fd());
+    let prompt = if setup.demo.is_some() {
+        if options.prompt.is_some() {
+            eprintln!("agent: the offline demo runs its own task; your prompt was not sent");
+        }
+        Some(demo::TASK.to_string())
+    } else if let Some(prompt) = &options.prompt {
+        Some(prompt.clone())
+    } else if stdin_is_terminal {
+        None
+    } else {
+        let mut text = String::new();
+        if let Err(err) = io::stdin().read_to_string(&mut text) {
+            eprintln!("agent: cannot read the prompt from stdin: {err}");
+            return EXIT_ERROR;
+        }
+        if text.trim().is_empty() {
+            return usage_error("no prompt: give one as arguments or on stdin");
+        }
+        Some(text)
+    };
+
+    let stdout_is_terminal = signals::is_terminal(io::stdout().as_raw_fd());
+    let mut output = if options.json {
+        Output::Json
+    } else {
+        let colour = stdout_is_terminal && std::env::var_os("NO_COLOR").is_none();
+        let indicator = signals::is_terminal(io::stderr().as_raw_fd());
+        let cwd = setup.cwd.display().to_string();
+        Output::Human(Box::new(Human::new(
+            colour,
+            indicator,
+            prompt.is_some(),
+            cwd,
+        )))
+    };
+    if setup.demo.is_some() {
+        let banner = format!(
+            "{}\nworking directory: {}",
+            demo::BANNER,
+            setup.cwd.display()
+        );
+        let shown = match &mut output {
+            Output::Human(human) => human.line(&banner),
+            Output::Json => writeln!(io::stderr(), "{banner}"),
+        };
+        if shown.is_err() {
+            return EXIT_ERROR;
+        }
+    }
+
+    let session = match start_session(&options, &setup) {
+        Ok(session) => Arc::new(session),
+        Err(err) => {
+            eprintln!("agent: {err}");
+            return EXIT_ERROR;
+        }
+    };
+    let mut events = session.events();
+    let control = Arc::new(Control::default());
+    let ctrl_c = {
+        let session = session.clone();
+        let control = control.clone();
+        CtrlC::install(move |_| control.on_press(&session))
+    };
+    let ctrl_c = match ctrl_c {
+        Ok(ctrl_c) => ctrl_c,
+        Err(err) => {
+            eprintln!("agent: cannot handle Ctrl-C: {err}");
+            return EXIT_ERROR;
+        }
+    };
+
+    let mut run = Run {
+        session: &session,
+        events: &mut events,
+        output: &mut output,
+        ctrl_c: &ctrl_c,
+        control: &control,
+        approve: options.approve,
+        last_stop: None,
+        closed_by_error: false,
+        output_failed: false,
+    };
+    let code = match prompt {
+        Some(prompt) => {
+            run.submit(prompt, true);
+            run.until_session_end();
+            run.one_shot_status()
+        }
+        None => run.interactive(),
+    };
+    drop(ctrl_c); // joins the watcher, which holds a handle to the session
+    drop(events);
+    drop(session); // aborts if still open and joins the worker
+    if code == EXIT_OK && setup.demo.as_ref().is_some_and(|d| !d.succeeded()) {
+        eprintln!("agent: the demo did not reach the expected result");
+        return EXIT_ERROR;
+    }
+    code
+}
+
+fn usage_error(message: &str) -> i32 {
+    eprintln!("agent: {message}");
+    eprintln!("run `agent --help` for the options");
+    EXIT_USAGE
+}
+
+impl Run<'_> {
+    /// The exit status of a run of one prompt.
+    fn one_shot_status(&self) -> i32 {
+        if self.output_failed || self.closed_by_error {
+            return EXIT_ERROR;
+        }
+        if self.control.pressed() {
+            return EXIT_INTERRUPTED;
+        }
+        match self.last_stop {
+            None | Some(StopReason::Completed) => EXIT_OK,
+            Some(StopReason::TurnLimit | StopReason::RoundLimit) => EXIT_LIMIT,
+            Some(StopReason::Interrupted | StopReason::Aborted) => EXIT_INTERRUPTED,
+            Some(_) => EXIT_ERROR,
+        }
+    }
+}
+
+fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<Session> {
+    let env = Arc::new(LocalExecutionEnvironment::new(&setup.cwd));
+    let mut config = SessionConfig::default()
+        .with_max_turns(options.max_turns)
+        .with_max_tool_rounds_per_input(options.max_rounds);
+    if let Some(effort) = &options.reasoning_effort {
+        config = config.with_reasoning_effort(effort.clone());
+    }
+    if let Some(ms) = options.timeout_ms {
+        config = config.with_default_command_timeout_ms(ms);
+    }
+    if options.approve == ApproveMode::Ask {
+        config = config.with_approval(ask_before_changes);
+    }
+    if let Some(path) = &options.transcript {
+        config = config.with_transcript(path);
+    }
+    let (profile, client) = (setup.profile.clone(), setup.client.clone());
+    match &options.resume {
+        Some(path) => Session::resume(path, profile, env, client, config),
+        None => Session::new(profile, env, client, config),
+    }
+}
+
+/// `--approve ask`: commands and writes wait for the user; reads and searches run.
+fn ask_before_changes(call: &ToolCall) -> Approval {
+    match call.name.as_str() {
+        "shell" | "write_file" | "edit_file" | "apply_patch" => Approval::Ask,
+        _ => Approval::Allow,
+    }
+}
+
+/// What Ctrl-C does, shared between the main thread and the watcher.
+#[derive(Default)]
+struct Control {
+    /// Presses while an input was processing.
+    presses: AtomicUsize,
+    /// The main thread waits for the user's next line (a press wakes it instead).
+    prompting: AtomicBool,
+}
+
+impl Control {
+    /// First press: interrupt the input. Second: abort the session, and let a third end
+    /// the program the default way.
+    fn on_press(&self, session: &Session) {
+        if self.prompting.load(Ordering::SeqCst) {
+            return;
+        }
+        if self.presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            session.interrupt();
+        } else {
+            session.abort();
+            signals::restore_default();
+        }
+    }
+
+    fn pressed(&self) -> bool {
+        self.presses.load(Ordering::SeqCst) > 0
+    }
+}
+
+/// One run of the CLI: the session, its events and how they end.
+struct Run<'a> {
+    session: &'a Session,
+    events: &'a mut Events,
+    output: &'a mut Output,
+    ctrl_c: &'a CtrlC,
+    control: &'a Control,
+    approve: ApproveMode,
+    last_stop: Option<StopReason>,
+    closed_by_error: bool,
+    output_failed: bool,
+}
+
+impl Run<'_> {
+    /// Submits `prompt`; with `last`, the session closes once it is processed.
+    fn submit(&mut self, prompt: String, last: bool) {
+        if self.session.submit(prompt).is_err() {
+            return; // closed: the event stream says why
+        }
+        if last {
+            self.session.close();
+        }
+    }
+
+    /// Reads the next event, redrawing the indicator while waiting.
+    fn next_event(&mut self) -> Option<SessionEvent> {
+        if !self.output.wants_ticks() {
+            return self.events.next();
+        }
+        loop {
+            match self.events.recv_timeout(TICK) {
+                Ok(event) => return Some(event),
+                Err(RecvError::Timeout) => self.output.tick(),
+                Err(RecvError::Ended) => return None,
+            }
+        }
+    }
+
+    /// Shows events until the current input ends (`true`) or the session ends (`false`).
+    fn until_processing_end(&mut self) -> bool {
+        while let Some(event) = self.next_event() {
+            self.show(&event);
+            match &event.kind {
+                EventKind::ProcessingEnd { stop_reason, .. } => {
+                    self.last_stop = Some(*stop_reason);
+                    return true;
+                }
+                EventKind::SessionEnd { reason, .. } => {
+                    self.closed_by_error |= *reason == CloseReason::Error;
+                    return false;
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+
+    fn until_session_end(&mut self) {
+        while self.until_processing_end() {}
+    }
+
+    /// Shows one event (and answers it, for an approval request).
+    fn show(&mut self, event: &SessionEvent) {
+        if !self.output_failed && self.output.event(event).is_err() {
+            // Nobody reads stdout any more: stop the agent instead of working unseen.
+            self.output_failed = true;
+            self.session.abort();
+        }
+        if let EventKind::ApprovalRequested {
+            tool_name,
+            arguments,
+            responder,
+            ..
+        } = &event.kind
+        {
+            self.output.clear_indicator();
+            self.ask(tool_name, arguments, responder);
+        }
+    }
+
+    /// Asks the user on the terminal whether a call may run.
+    fn ask(&mut self, tool: &str, arguments: &Value, responder: &ApprovalResponder) {
+        if self.approve != ApproveMode::Ask {
+            responder.approve();
+            return;
+        }
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty");
+        let Ok(mut tty) = tty else {
+            responder.deny(
+                "the user could not be asked (no terminal), so this call was not run; \
+                 explain what you wanted to do instead",
+            );
+            return;
+        };
+        let question = format!(
+            "allow {tool} {}? [y/N] ",
+            render::summarise(tool, arguments)
+        );
+        if tty.write_all(question.as_bytes()).is_err() {
+            responder.deny("the user could not be asked, so this call was not run");
+            return;
+        }
+        self.ctrl_c.forget_presses();
+        let answer = LineReader::new(tty.as_raw_fd()).read_line(self.ctrl_c.wake_fd());
+        match answer {
+            Ok(Line::Text(text)) if matches!(text.trim(), "y" | "Y" | "yes") => {
+                responder.approve();
+            }
+            Ok(Line::Interrupted) => {
+                let _ = tty.write_all(b"\n");
+                responder.deny("the user interrupted the session");
+            }
+            _ => {
+                responder.deny(format!(
+                    "the user declined this {tool} call; do not retry it, ask the user or \
+                     take another approach"
+                ));
+            }
+        }
+    }
+
+    /// Reads inputs from the terminal until Ctrl-D (exit status 0) or Ctrl-C at the prompt
+    /// (130); an interrupted input returns to the prompt.
+    fn interactive(&mut self) -> i32 {
+        let mut stdin = LineReader::new(io::stdin().as_raw_fd());
+        // Show SESSION_START and anything else before the first prompt.
+        while let Some(event) = self.events.try_next() {
+            self.show(&event);
+        }
+        loop {
+            eprint!("> ");
+            let _ = io::stderr().flush();
+            self.control.prompting.store(true, Ordering::SeqCst);
+            self.ctrl_c.forget_presses();
+            let line = stdin.read_line(self.ctrl_c.wake_fd());
+            self.control.prompting.store(false, Ordering::SeqCst);
+            match line {
+                Ok(Line::Text(text)) if text.trim().is_empty() => continue,
+                Ok(Line::Text(text)) => {
+                    self.control.presses.store(0, Ordering::SeqCst);
+                    self.submit(text, false);
+                    if !self.until_processing_end() {
+                        return self.closed_status();
+                    }
+                    if self.control.pressed() {
+                        // Interrupted: back to the prompt.
+                        self.control.presses.store(0, Ordering::SeqCst);
+                    }
+                }
+                Ok(Line::Interrupted) => {
+                    eprintln!();
+                    self.session.close();
+                    self.until_session_end();
+                    return EXIT_INTERRUPTED;
+                }
+                Ok(Line::End) | Err(_) => {
+                    eprintln!();
+                    self.session.close();
+                    self.until_session_end();
+                    return self.closed_status();
+                }
+            }
+        }
+    }
+
+    fn closed_status(&self) -> i32 {
+        if self.output_failed || self.closed_by_error {
+            EXIT_ERROR
+        } else {
+            EXIT_OK
+        }
+    }
+}

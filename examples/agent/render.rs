@@ -1,0 +1,439 @@
+//! How the `agent` example shows a session: one JSON object per event (`--json`), or a
+//! human view — streamed answer text, one line per tool call, a summary per input, and a
+//! live indicator on stderr when stderr is a terminal.
+//!
+//! Rendering never changes the session; it only writes to stdout and stderr.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::time::{Duration, Instant};
+
+use agentloop::session::{EventKind, SessionEvent, StopReason};
+use serde_json::Value;
+
+/// Where events go.
+pub enum Output {
+    /// One JSON object per line on stdout.
+    Json,
+    /// The human view.
+    Human(Box<Human>),
+}
+
+impl Output {
+    /// Shows one event. An error means stdout is gone (a closed pipe).
+    pub fn event(&mut self, event: &SessionEvent) -> io::Result<()> {
+        match self {
+            Output::Json => {
+                let mut out = io::stdout().lock();
+                serde_json::to_writer(&mut out, event)?;
+                out.write_all(b"\n")?;
+                out.flush()
+            }
+            Output::Human(human) => human.event(event),
+        }
+    }
+
+    /// Called when no event arrived for a while: redraws the live indicator.
+    pub fn tick(&mut self) {
+        if let Output::Human(human) = self {
+            human.tick();
+        }
+    }
+
+    /// Removes the live indicator before something else is written to the terminal.
+    pub fn clear_indicator(&mut self) {
+        if let Output::Human(human) = self {
+            human.clear_indicator();
+        }
+    }
+
+    /// Whether `tick` does anything (a live indicator is on).
+    pub fn wants_ticks(&self) -> bool {
+        matches!(self, Output::Human(h) if h.indicator)
+    }
+}
+
+/// ANSI styles, or nothing when colour is off.
+struct Style {
+    dim: &'static str,
+    red: &'static str,
+    green: &'static str,
+    bold: &'static str,
+    reset: &'static str,
+}
+
+const COLOUR: Style = Style {
+    dim: "\x1b[2m",
+    red: "\x1b[31m",
+    green: "\x1b[32m",
+    bold: "\x1b[1m",
+    reset: "\x1b[0m",
+};
+const PLAIN: Style = Style {
+    dim: "",
+    red: "",
+    green: "",
+    bold: "",
+    reset: "",
+};
+
+/// A tool call in flight.
+struct Call {
+    name: String,
+    summary: String,
+    /// The first lines of its live output.
+    preview: Vec<String>,
+    /// A line being received.
+    partial: String,
+}
+
+/// Lines of command output shown under a tool line.
+const PREVIEW_LINES: usize = 6;
+const SPINNER: &[char] = &['|', '/', '-', '\\'];
+
+/// The human view.
+pub struct Human {
+    style: &'static Style,
+    indicator: bool,
+    echo_input: bool,
+    /// Stdout is in the middle of a line of answer text.
+    mid_line: bool,
+    calls: HashMap<String, Call>,
+    /// What the agent is doing, for the indicator (`None` when idle).
+    busy: Option<String>,
+    busy_since: Instant,
+    indicator_shown: bool,
+    frame: usize,
+    last_write: Instant,
+    // Per input.
+    started: Instant,
+    model_calls: usize,
+    input_tokens: u64,
+    output_tokens: u64,
+    cwd: String,
+}
+
+impl Human {
+    /// A view writing colour when `colour`, a live indicator on stderr when `indicator`,
+    /// and each input's text when `echo_input` (a prompt the user did not type here).
+    pub fn new(colour: bool, indicator: bool, echo_input: bool, cwd: String) -> Human {
+        Human {
+            style: if colour { &COLOUR } else { &PLAIN },
+            indicator,
+            echo_input,
+            mid_line: false,
+            calls: HashMap::new(),
+            busy: None,
+            busy_since: Instant::now(),
+            indicator_shown: false,
+            frame: 0,
+            last_write: Instant::now(),
+            started: Instant::now(),
+            model_calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cwd,
+        }
+    }
+
+    /// Prints a line of its own on stdout (after ending a line of answer text).
+    pub fn line(&mut self, text: &str) -> io::Result<()> {
+        self.clear_indicator();
+        let mut out = io::stdout().lock();
+        if self.mid_line {
+            out.write_all(b"\n")?;
+            self.mid_line = false;
+        }
+        writeln!(out, "{text}")?;
+        out.flush()?;
+        self.last_write = Instant::now();
+        Ok(())
+    }
+
+    /// Ends a line of answer text, if one is open.
+    fn end_line(&mut self) -> io::Result<()> {
+        if self.mid_line {
+            let mut out = io::stdout().lock();
+            out.write_all(b"\n")?;
+            out.flush()?;
+            self.mid_line = false;
+        }
+        Ok(())
+    }
+
+    fn busy(&mut self, what: Option<String>) {
+        self.busy = what;
+        self.busy_since = Instant::now();
+    }
+
+    fn event(&mut self, event: &SessionEvent) -> io::Result<()> {
+        let s = self.style;
+        match &event.kind {
+            EventKind::SessionStart { provider, model } => {
+                let cwd = self.cwd.clone();
+                self.line(&format!(
+                    "{}agentloop · {provider} · {model} · {cwd}{}",
+                    s.dim, s.reset
+                ))?;
+            }
+            EventKind::UserInput { content } => {
+                self.started = Instant::now();
+                self.model_calls = 0;
+                self.input_tokens = 0;
+                self.output_tokens = 0;
+                if self.echo_input {
+                    let first = content.lines().next().unwrap_or("");
+                    let more = if content.lines().nth(1).is_some() {
+                        " …"
+                    } else {
+                        ""
+                    };
+                    self.line(&format!("{}> {first}{more}{}", s.bold, s.reset))?;
+                }
+                self.busy(Some("thinking".to_string()));
+            }
+            EventKind::AssistantTextStart {} => self.busy(Some("thinking".to_string())),
+            EventKind::AssistantTextDelta { delta } => {
+                self.clear_indicator();
+                let mut out = io::stdout().lock();
+                out.write_all(delta.as_bytes())?;
+                out.flush()?;
+                if !delta.is_empty() {
+                    self.mid_line = !delta.ends_with('\n');
+                }
+                self.last_write = Instant::now();
+            }
+            EventKind::AssistantTextEnd { usage, .. } => {
+                self.model_calls += 1;
+                self.input_tokens += usage.input_tokens;
+                self.output_tokens += usage.output_tokens;
+                self.end_line()?;
+            }
+            EventKind::ToolCallStart {
+                call_id,
+                tool_name,
+                arguments,
+            } => {
+                let summary = summarise(tool_name, arguments);
+                self.busy(Some(format!("{tool_name} {summary}")));
+                self.calls.insert(
+                    call_id.clone(),
+                    Call {
+                        name: tool_name.clone(),
+                        summary,
+                        preview: Vec::new(),
+                        partial: String::new(),
+                    },
+                );
+            }
+            EventKind::ToolCallOutputDelta { call_id, delta, .. } => {
+                if let Some(call) = self.calls.get_mut(call_id) {
+                    for piece in delta.split_inclusive('\n') {
+                        if call.preview.len() >= PREVIEW_LINES {
+                            break;
+                        }
+                        call.partial.push_str(piece);
+                        if call.partial.ends_with('\n') {
+                            let line = std::mem::take(&mut call.partial);
+                            call.preview.push(line.trim_end().to_string());
+                        }
+                    }
+                }
+            }
+            EventKind::ToolCallEnd {
+                call_id,
+                tool_name,
+                output,
+                error,
+                is_error,
+                duration_ms,
+                ..
+            } => {
+                let call = self.calls.remove(call_id);
+                let (name, summary) = call
+                    .as_ref()
+                    .map_or((tool_name.as_str(), ""), |c| (c.name.as_str(), &c.summary));
+                let mut status = format!("{duration_ms} ms");
+                if let Some(code) = output.as_deref().and_then(exit_code) {
+                    status.push_str(&format!(", exit {code}"));
+                }
+                let line = if *is_error {
+                    let why = error.as_deref().unwrap_or("failed");
+                    let why = why.lines().next().unwrap_or("failed");
+                    format!(
+                        "  {}✗ {name}{} {summary} {}({status}){} {}{}{}",
+                        s.red,
+                        s.reset,
+                        s.dim,
+                        s.reset,
+                        s.red,
+                        clip(why, 160),
+                        s.reset
+                    )
+                } else {
+                    format!(
+                        "  {}✓ {name}{} {summary} {}({status}){}",
+                        s.green, s.reset, s.dim, s.reset
+                    )
+                };
+                self.line(&line)?;
+                if let Some(mut call) = call {
+                    if !call.partial.is_empty() && call.preview.len() < PREVIEW_LINES {
+                        call.preview.push(std::mem::take(&mut call.partial));
+                    }
+                    for text in &call.preview {
+                        self.line(&format!("    {}│ {}{}", s.dim, clip(text, 160), s.reset))?;
+                    }
+                }
+                if self.calls.is_empty() {
+                    self.busy(Some("thinking".to_string()));
+                }
+            }
+            EventKind::SteeringInjected { content } => {
+                self.line(&format!(
+                    "{}  ↳ steering: {}{}",
+                    s.dim,
+                    clip(content, 160),
+                    s.reset
+                ))?;
+            }
+            EventKind::TurnLimit { round, total_turns } => {
+                let why = match (round, total_turns) {
+                    (Some(n), _) => format!("{n} tool rounds for one input (--max-rounds)"),
+                    (None, Some(n)) => format!("{n} model calls in this session (--max-turns)"),
+                    (None, None) => "a limit".to_string(),
+                };
+                self.line(&format!(
+                    "{}stopped: reached the limit of {why}{}",
+                    s.red, s.reset
+                ))?;
+            }
+            EventKind::LoopDetection { message } => self.warn(message),
+            EventKind::Warning { message, .. } => self.warn(message),
+            EventKind::Error { message, .. } => {
+                self.clear_indicator();
+                self.end_line()?;
+                eprintln!("{}error: {message}{}", s.red, s.reset);
+            }
+            EventKind::ProcessingEnd {
+                stop_reason,
+                rounds,
+            } => {
+                self.busy(None);
+                let how = match stop_reason {
+                    StopReason::Completed => "done",
+                    StopReason::TurnLimit | StopReason::RoundLimit => "stopped by a limit",
+                    StopReason::Interrupted => "interrupted",
+                    StopReason::Aborted => "aborted",
+                    StopReason::Error => "failed",
+                    _ => "stopped",
+                };
+                let took = self.started.elapsed().as_secs_f64();
+                let line = format!(
+                    "{}── {how} · {rounds} tool round{} · {} model call{} · {} tokens in, {} out · {took:.2} s{}",
+                    s.dim,
+                    plural(*rounds),
+                    self.model_calls,
+                    plural(self.model_calls),
+                    self.input_tokens,
+                    self.output_tokens,
+                    s.reset
+                );
+                self.line(&line)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn warn(&mut self, message: &str) {
+        self.clear_indicator();
+        let s = self.style;
+        eprintln!("{}warning: {message}{}", s.red, s.reset);
+    }
+
+    fn tick(&mut self) {
+        let Some(what) = &self.busy else { return };
+        if !self.indicator || self.mid_line {
+            return;
+        }
+        if self.last_write.elapsed() < Duration::from_millis(250) {
+            return;
+        }
+        self.frame = (self.frame + 1) % SPINNER.len();
+        let elapsed = self.busy_since.elapsed().as_secs_f64();
+        let mut err = io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r\x1b[2K{}{} {} {elapsed:.1} s{}",
+            self.style.dim,
+            SPINNER[self.frame],
+            clip(what, 60),
+            self.style.reset
+        );
+        let _ = err.flush();
+        self.indicator_shown = true;
+    }
+
+    fn clear_indicator(&mut self) {
+        if self.indicator_shown {
+            let mut err = io::stderr().lock();
+            let _ = err.write_all(b"\r\x1b[2K");
+            let _ = err.flush();
+            self.indicator_shown = false;
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// At most `max` characters of the first line of `text`, with `…` when cut.
+pub fn clip(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    let cut = line.chars().count() > max || text.lines().nth(1).is_some();
+    let mut out: String = line.chars().take(max).collect();
+    if cut {
+        out.push('…');
+    }
+    out
+}
+
+/// The `exit code: N` line of a shell result.
+fn exit_code(output: &str) -> Option<&str> {
+    output
+        .lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("exit code: "))
+}
+
+/// A short description of a call's arguments: the command, the path, the pattern.
+pub fn summarise(tool: &str, arguments: &Value) -> String {
+    let get = |key: &str| arguments.get(key).and_then(Value::as_str);
+    let text = match tool {
+        "shell" => get("command").map(str::to_string),
+        "grep" => get("pattern").map(|p| match get("path") {
+            Some(path) => format!("{p} in {path}"),
+            None => p.to_string(),
+        }),
+        "glob" => get("pattern").map(str::to_string),
+        "apply_patch" => get("patch").or(arguments.as_str()).map(|patch| {
+            let files: Vec<&str> = patch
+                .lines()
+                .filter_map(|l| {
+                    ["*** Add File: ", "*** Update File: ", "*** Delete File: "]
+                        .iter()
+                        .find_map(|p| l.strip_prefix(p))
+                })
+                .collect();
+            files.join(", ")
+        }),
+        "read_many_files" => arguments.get("paths").map(|p| p.to_string()),
+        _ => ["file_path", "path", "task", "agent_id"]
+            .iter()
+            .find_map(|k| get(k))
+            .map(str::to_string),
+    };
+    clip(&text.unwrap_or_else(|| arguments.to_string()), 80)
+}

@@ -1,0 +1,163 @@
+//! A host-written execution environment: every file and command operation of the tools goes
+//! through the `ExecutionEnvironment` trait, so a host can run the agent in a container,
+//! over SSH, or — as here — wrap the local environment with its own policy. This one keeps
+//! an audit log of writes and commands and refuses `sudo`.
+//!
+//! ```text
+//! cargo run --example custom_environment
+//! ```
+
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentloop::CancelToken;
+use agentloop::exec::{
+    CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
+    GrepOutput, LocalExecutionEnvironment, OutputCallback,
+};
+use agentloop::llm::Client;
+use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::profiles::ProviderProfile;
+use agentloop::session::{EventKind, Session, SessionConfig};
+use agentloop::tools;
+use serde_json::json;
+
+/// The local environment, audited, without `sudo`.
+struct Audited {
+    inner: LocalExecutionEnvironment,
+    log: Mutex<Vec<String>>,
+}
+
+impl Audited {
+    fn note(&self, line: String) {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(line);
+    }
+}
+
+impl ExecutionEnvironment for Audited {
+    fn exec_command(
+        &self,
+        request: &CommandRequest,
+        on_output: OutputCallback<'_>,
+        cancel: &CancelToken,
+    ) -> io::Result<ExecResult> {
+        self.note(format!("exec: {}", request.command));
+        if request
+            .command
+            .split_whitespace()
+            .any(|word| word == "sudo")
+        {
+            // The message reaches the model as the tool's error result.
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "sudo is not available here; do it without elevated rights",
+            ));
+        }
+        self.inner.exec_command(request, on_output, cancel)
+    }
+
+    fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
+        self.note(format!(
+            "write: {} ({} bytes)",
+            path.display(),
+            content.len()
+        ));
+        self.inner.write_file(path, content)
+    }
+
+    // The rest forwards to the local environment unchanged.
+    fn read_file(
+        &self,
+        path: &Path,
+        offset: Option<usize>,
+        limit: Option<usize>,
+    ) -> io::Result<FileContent> {
+        self.inner.read_file(path, offset, limit)
+    }
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.inner.read_bytes(path)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn file_exists(&self, path: &Path) -> bool {
+        self.inner.file_exists(path)
+    }
+    fn stat(&self, path: &Path) -> io::Result<FileStat> {
+        self.inner.stat(path)
+    }
+    fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
+        self.inner.list_directory(path, depth)
+    }
+    fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
+        self.inner.grep(pattern, path, options)
+    }
+    fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
+        self.inner.glob(pattern, path)
+    }
+    fn working_directory(&self) -> &Path {
+        self.inner.working_directory()
+    }
+    fn platform(&self) -> String {
+        self.inner.platform()
+    }
+    fn os_version(&self) -> String {
+        self.inner.os_version()
+    }
+    fn max_command_timeout(&self) -> Duration {
+        self.inner.max_command_timeout()
+    }
+}
+
+fn main() -> agentloop::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let env = Arc::new(Audited {
+        inner: LocalExecutionEnvironment::new(dir.path()),
+        log: Mutex::new(Vec::new()),
+    });
+    let model = ScriptedModel::new(vec![
+        ScriptedTurn::tool_call("shell", json!({"command": "sudo apt-get install cowsay"})),
+        ScriptedTurn::tool_call(
+            "write_file",
+            json!({"file_path": "hi.txt", "content": "hi\n"}),
+        ),
+        ScriptedTurn::tool_call("shell", json!({"command": "cat hi.txt"})),
+        ScriptedTurn::text("Wrote and printed hi.txt without sudo."),
+    ]);
+    let profile = ProviderProfile::new("scripted", "demo")
+        .with_tool(tools::shell::tool())
+        .with_tool(tools::write_file::tool());
+    let client = Client::new().with_provider(model);
+    let session = Session::new(profile, env.clone(), client, SessionConfig::default())?;
+
+    let events = session.events();
+    session.submit("install cowsay, then write hi.txt and print it")?;
+    session.close();
+    for event in events {
+        if let EventKind::ToolCallEnd {
+            tool_name,
+            is_error,
+            output,
+            error,
+            ..
+        } = event.kind
+        {
+            let text = output.or(error).unwrap_or_default();
+            let first = text.lines().next().unwrap_or_default().to_string();
+            println!(
+                "{tool_name} ({}): {first}",
+                if is_error { "error" } else { "ok" }
+            );
+        }
+    }
+    println!("audit log:");
+    for line in env.log.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        println!("  {line}");
+    }
+    Ok(())
+}

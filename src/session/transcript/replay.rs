@@ -1,0 +1,117 @@
+//! `ScriptedModel::from_transcript`: a recorded session's answers as a scripted model.
+//!
+//! Lives beside the transcript reader (not in `llm/`) so that `llm/` never depends on the
+//! session. It only converts records; the replaying itself is the scripted model's.
+
+use std::sync::Arc;
+
+use super::Transcript;
+use crate::llm::ContentPart;
+use crate::llm::scripted::{ExpectedRequest, ReplayMode, ReplayStep, ScriptedModel, ScriptedTurn};
+use crate::session::history::{AssistantTurn, Turn};
+
+impl ScriptedModel {
+    /// A model that answers with the transcript's recorded model responses, in order, under
+    /// the provider id of the transcript's profile (so a profile with that id routes to it).
+    ///
+    /// Each answer streams exactly the recorded parts (text, thinking with its signature,
+    /// tool calls with their ids), finish reason and usage. A recorded model call that got
+    /// no answer (it failed or was interrupted) is answered with a server error.
+    ///
+    /// In [`ReplayMode::Strict`] each request must equal the recorded one — system prompt,
+    /// tools, settings and messages, with tool outputs free to differ — and in
+    /// [`ReplayMode::Exact`] tool outputs must match too; otherwise the call fails with an
+    /// [`InvalidRequest`](crate::ErrorKind::InvalidRequest) error that names the first
+    /// difference (its JSON path and both values). The system prompt holds the working
+    /// directory, so a checked replay runs in the directory the transcript was recorded
+    /// in. [`ReplayMode::Loose`] serves the answers whatever is asked.
+    ///
+    /// The host submits the same inputs again ([`Transcript::user_inputs`]).
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use agentloop::exec::LocalExecutionEnvironment;
+    /// use agentloop::llm::Client;
+    /// use agentloop::llm::scripted::{ReplayMode, ScriptedModel};
+    /// use agentloop::profiles::ProviderProfile;
+    /// use agentloop::session::transcript::Transcript;
+    /// use agentloop::session::{Session, SessionConfig};
+    ///
+    /// let transcript = Transcript::read("session.jsonl")?;
+    /// let model = ScriptedModel::from_transcript(&transcript, ReplayMode::Strict);
+    /// let client = Client::new().with_provider(model);
+    /// let profile = ProviderProfile::new(&transcript.header().profile, &transcript.header().model);
+    /// let env = Arc::new(LocalExecutionEnvironment::new(&transcript.header().working_directory));
+    /// let session = Session::new(profile, env, client, SessionConfig::default())?;
+    /// for input in transcript.user_inputs() {
+    ///     session.run(input)?;
+    /// }
+    /// # Ok::<(), agentloop::Error>(())
+    /// ```
+    pub fn from_transcript(transcript: &Transcript, mode: ReplayMode) -> ScriptedModel {
+        let history = transcript.history();
+        let (messages, offsets) = history.messages_with_offsets();
+        let turns = history.turns();
+        let answer_at = |index: usize| match turns.get(index) {
+            Some(Turn::Assistant(_)) => Some(index),
+            _ => None,
+        };
+        let mut claimed = vec![false; turns.len()];
+        // Requests in order; each answered by the assistant turn right after its turns.
+        let mut pending: Vec<(usize, ReplayStep)> = Vec::new();
+        for record in transcript.request_records() {
+            let answer = answer_at(record.turns).filter(|&i| !claimed[i]);
+            if let Some(index) = answer {
+                claimed[index] = true;
+            }
+            let expected = ExpectedRequest {
+                settings: Arc::clone(&record.settings),
+                history_messages: offsets[record.turns.min(turns.len())],
+            };
+            pending.push((
+                record.turns,
+                ReplayStep {
+                    request: Some(expected),
+                    answer: answer.map(|index| scripted_answer(turns, index)),
+                },
+            ));
+        }
+        // Responses without a request record (hand-written transcripts) keep their place.
+        for (index, turn) in turns.iter().enumerate() {
+            if matches!(turn, Turn::Assistant(_)) && !claimed[index] {
+                pending.push((
+                    index,
+                    ReplayStep {
+                        request: None,
+                        answer: Some(scripted_answer(turns, index)),
+                    },
+                ));
+            }
+        }
+        pending.sort_by_key(|(position, _)| *position);
+        let steps = pending.into_iter().map(|(_, step)| step).collect();
+        ScriptedModel::replay(&transcript.header().profile, steps, messages, mode)
+    }
+}
+
+fn scripted_answer(turns: &[Turn], index: usize) -> ScriptedTurn {
+    let Some(Turn::Assistant(turn)) = turns.get(index) else {
+        unreachable!("only assistant turns are answers")
+    };
+    ScriptedTurn::from_parts(parts_of(turn))
+        .with_finish(turn.finish_reason.clone())
+        .with_usage(turn.usage)
+}
+
+/// The parts the provider sent, or (for a turn built by hand) its text and calls.
+fn parts_of(turn: &AssistantTurn) -> Vec<ContentPart> {
+    if !turn.parts.is_empty() {
+        return turn.parts.clone();
+    }
+    let mut parts = Vec::with_capacity(1 + turn.tool_calls.len());
+    if !turn.content.is_empty() {
+        parts.push(ContentPart::text(turn.content.clone()));
+    }
+    parts.extend(turn.tool_calls.iter().cloned().map(ContentPart::ToolCall));
+    parts
+}

@@ -1,0 +1,286 @@
+//! The transcript writer: one whole line per record, written as the session runs.
+//!
+//! Shared by the worker (turns, requests) and the event sink (events, also from tool
+//! threads) behind one mutex. It never buffers a record across calls and never writes
+//! after a failed write.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::{RecordOut, Transcript, TranscriptHeader};
+use crate::error::{Error, ErrorKind, Result};
+use crate::llm::Request;
+use crate::session::history::Turn;
+use crate::session::{SessionEvent, lock};
+
+/// Appends records to a transcript file.
+pub(crate) struct TranscriptWriter {
+    path: PathBuf,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// `None` after a failed write: nothing more is written.
+    file: Option<File>,
+    /// The line being written (reused).
+    line: Vec<u8>,
+    /// The settings of the last request record written.
+    last_settings: Option<Request>,
+}
+
+fn io_error(message: String, err: io::Error) -> Error {
+    Error::new(ErrorKind::Io, message).with_source(err)
+}
+
+/// Creates `path`, which must not exist.
+fn create_new(path: &Path) -> Result<File> {
+    // Append mode: every line lands at the end even if another writer appends too.
+    OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|err| {
+            let message = if err.kind() == io::ErrorKind::AlreadyExists {
+                format!(
+                    "the transcript `{}` already exists; choose a new path, or continue it \
+                     with Session::resume",
+                    path.display()
+                )
+            } else {
+                format!(
+                    "failed to create the transcript `{}`: {err}",
+                    path.display()
+                )
+            };
+            io_error(message, err)
+        })
+}
+
+impl TranscriptWriter {
+    /// Creates the transcript at `path` (which must not exist) and writes `header`.
+    pub(crate) fn create(path: &Path, header: &TranscriptHeader) -> Result<Arc<TranscriptWriter>> {
+        let file = create_new(path)?;
+        TranscriptWriter::start(path, file, header)
+    }
+
+    /// Opens the transcript a resumed session writes to, and writes its `header`.
+    ///
+    /// With no `target`, or a `target` that is `source` itself, the records go on at the
+    /// end of `source`: a torn last line is cut off first (`read` reported it) and a last
+    /// record without its newline gets one. Any other `target` must not exist; it starts
+    /// with a copy of every complete record of `source`, so that it is a whole transcript
+    /// on its own.
+    pub(crate) fn resume(
+        source: &Path,
+        read: &Transcript,
+        target: Option<&Path>,
+        header: &TranscriptHeader,
+    ) -> Result<Arc<TranscriptWriter>> {
+        let failed = |path: &Path, err: io::Error| {
+            io_error(
+                format!("failed to write the transcript `{}`: {err}", path.display()),
+                err,
+            )
+        };
+        let target = match target {
+            Some(target) if !same_file(source, target) => target,
+            _ => {
+                let mut file = OpenOptions::new()
+                    .append(true)
+                    .open(source)
+                    .map_err(|err| failed(source, err))?;
+                if read.torn_last_line.is_some() {
+                    file.set_len(read.complete_len)
+                        .map_err(|err| failed(source, err))?;
+                }
+                if read.missing_newline {
+                    file.write_all(b"\n").map_err(|err| failed(source, err))?;
+                }
+                return TranscriptWriter::start(source, file, header);
+            }
+        };
+        let bytes = std::fs::read(source).map_err(|err| {
+            io_error(
+                format!(
+                    "failed to read the transcript `{}`: {err}",
+                    source.display()
+                ),
+                err,
+            )
+        })?;
+        let complete = &bytes[..(read.complete_len as usize).min(bytes.len())];
+        let mut file = create_new(target)?;
+        file.write_all(complete)
+            .and_then(|()| {
+                if read.missing_newline {
+                    file.write_all(b"\n")
+                } else {
+                    Ok(())
+                }
+            })
+            .map_err(|err| failed(target, err))?;
+        TranscriptWriter::start(target, file, header)
+    }
+
+    fn start(path: &Path, file: File, header: &TranscriptHeader) -> Result<Arc<TranscriptWriter>> {
+        let writer = TranscriptWriter {
+            path: path.to_path_buf(),
+            state: Mutex::new(State {
+                file: Some(file),
+                line: Vec::with_capacity(4096),
+                last_settings: None,
+            }),
+        };
+        writer.write_header(header)?;
+        Ok(Arc::new(writer))
+    }
+
+    fn write_header(&self, header: &TranscriptHeader) -> Result<()> {
+        match self.write(&RecordOut::Header(header)) {
+            None => Ok(()),
+            Some(message) => Err(Error::new(ErrorKind::Io, message)),
+        }
+    }
+
+    /// Records a history turn. `Some(message)` on the first failed write.
+    pub(crate) fn turn(&self, turn: &Turn) -> Option<String> {
+        self.write(&RecordOut::Turn { turn })
+    }
+
+    /// Records an event. `Some(message)` on the first failed write.
+    pub(crate) fn event(&self, event: &SessionEvent) -> Option<String> {
+        self.write(&RecordOut::Event { event })
+    }
+
+    /// Records a model call: `request` was built from the first `turns` history turns,
+    /// after `lead` leading messages of its own (the system prompt). `Some(message)` on the
+    /// first failed write.
+    pub(crate) fn request(&self, request: &Request, lead: usize, turns: usize) -> Option<String> {
+        let mut state = lock(&self.state);
+        let unchanged = state
+            .last_settings
+            .as_ref()
+            .is_some_and(|last| same_settings(last, request, lead));
+        if unchanged {
+            return self.write_locked(
+                &mut state,
+                &RecordOut::Request {
+                    turns,
+                    request: None,
+                },
+            );
+        }
+        let settings = settings_of(request, lead);
+        let failure = self.write_locked(
+            &mut state,
+            &RecordOut::Request {
+                turns,
+                request: Some(&settings),
+            },
+        );
+        state.last_settings = Some(settings);
+        failure
+    }
+
+    fn write(&self, record: &RecordOut<'_>) -> Option<String> {
+        let mut state = lock(&self.state);
+        self.write_locked(&mut state, record)
+    }
+
+    fn write_locked(&self, state: &mut State, record: &RecordOut<'_>) -> Option<String> {
+        let State { file, line, .. } = state;
+        // Closed after a failed write: the failure was reported once.
+        let out = file.as_mut()?;
+        line.clear();
+        let written = match serde_json::to_writer(&mut *line, record) {
+            Ok(()) => {
+                line.push(b'\n');
+                // One write of the whole line: a crash tears at most this line.
+                out.write_all(line).and_then(|()| out.flush())
+            }
+            Err(err) => Err(io::Error::other(err)),
+        };
+        if line.capacity() > 1 << 20 {
+            // Do not keep a huge tool output's buffer for the rest of the session.
+            *line = Vec::with_capacity(4096);
+        }
+        match written {
+            Ok(()) => None,
+            Err(err) => {
+                *file = None;
+                Some(format!(
+                    "failed to write the transcript `{}`: {err}; no further records are written",
+                    self.path.display()
+                ))
+            }
+        }
+    }
+}
+
+/// Whether `a` and `b` name the same existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// `request` without its conversation: every field, and only the first `lead` messages.
+fn settings_of(request: &Request, lead: usize) -> Request {
+    let Request {
+        model,
+        messages,
+        provider,
+        tools,
+        tool_choice,
+        reasoning_effort,
+        max_tokens,
+        temperature,
+        top_p,
+        stop_sequences,
+        provider_options,
+    } = request;
+    Request {
+        model: model.clone(),
+        messages: messages[..lead.min(messages.len())].to_vec(),
+        provider: provider.clone(),
+        tools: tools.clone(),
+        tool_choice: tool_choice.clone(),
+        reasoning_effort: reasoning_effort.clone(),
+        max_tokens: *max_tokens,
+        temperature: *temperature,
+        top_p: *top_p,
+        stop_sequences: stop_sequences.clone(),
+        provider_options: provider_options.clone(),
+    }
+}
+
+/// Whether `settings` equals [`settings_of`]`(request, lead)`, without building it.
+fn same_settings(settings: &Request, request: &Request, lead: usize) -> bool {
+    let Request {
+        model,
+        messages,
+        provider,
+        tools,
+        tool_choice,
+        reasoning_effort,
+        max_tokens,
+        temperature,
+        top_p,
+        stop_sequences,
+        provider_options,
+    } = request;
+    settings.model == *model
+        && settings.messages[..] == messages[..lead.min(messages.len())]
+        && settings.provider == *provider
+        && settings.tools == *tools
+        && settings.tool_choice == *tool_choice
+        && settings.reasoning_effort == *reasoning_effort
+        && settings.max_tokens == *max_tokens
+        && settings.temperature == *temperature
+        && settings.top_p == *top_p
+        && settings.stop_sequences == *stop_sequences
+        && settings.provider_options == *provider_options
+}

@@ -1,0 +1,513 @@
+//! The `agent` example binary, run as a user runs it: the offline demo with no keys, the
+//! `--json` event stream, the three-round task against the loopback server in each wire
+//! format, exit statuses, and Ctrl-C.
+//!
+//! `cargo test` builds the examples before running this binary; the tests find the agent
+//! at `target/<profile>/examples/agent`, beside this test binary's `deps/` directory.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::bodies::Wire;
+use crate::support::providers::{GEMINI_KEY, OPENAI_KEY};
+use crate::support::{FAKE_KEY, GENEROUS, Reply, Server};
+
+// The CLI's option parser, compiled here so that its unit tests run with the suite.
+#[allow(dead_code)]
+#[path = "../../examples/agent/args.rs"]
+mod args;
+
+/// The example `name` as built by `cargo test` (which builds every example).
+pub fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps");
+    let binary = profile_dir.join("examples").join(name);
+    assert!(
+        binary.is_file(),
+        "{} is missing: `cargo test` builds it; after a filtered build run \
+         `cargo build --examples`",
+        binary.display()
+    );
+    binary
+}
+
+fn agent_binary() -> PathBuf {
+    example_binary("agent")
+}
+
+/// How a run of an example ended.
+pub struct Ran {
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    fn events(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .enumerate()
+            .map(|(n, line)| {
+                serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("stdout line {} is not JSON ({e}): {line}", n + 1))
+            })
+            .collect()
+    }
+
+    pub fn all_output(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// A command for the agent with a clean environment: `PATH`, a fresh `HOME`, and `vars`.
+fn agent(args: &[&str], vars: &[(&str, &str)], home: &Path) -> Command {
+    let mut command = Command::new(agent_binary());
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .envs(vars.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Runs the agent to its end with `stdin` as input (see [`run_command`]).
+fn run_agent(args: &[&str], vars: &[(&str, &str)], stdin: &str) -> Ran {
+    let home = tempfile::tempdir().unwrap();
+    run_command(agent(args, vars, home.path()), stdin)
+}
+
+/// Runs `command` to its end with piped output and `stdin` as input; panics if it takes
+/// longer than [`GENEROUS`] (after killing it).
+pub fn run_command(mut command: Command, stdin: &str) -> Ran {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn the example");
+    let pid = child.id();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).unwrap();
+    drop(input);
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    let waiter = std::thread::Builder::new()
+        .name("example-wait".to_string())
+        .spawn(move || {
+            let output = child.wait_with_output();
+            let _ = done_tx.send(output);
+        })
+        .unwrap();
+    let output = match done_rx.recv_timeout(GENEROUS) {
+        Ok(output) => output.expect("wait for the example"),
+        Err(_) => {
+            // SAFETY: the pid is our child's, not yet reaped (the waiter still waits).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            let _ = waiter.join();
+            panic!("{command:?} did not finish within {GENEROUS:?}");
+        }
+    };
+    waiter.join().unwrap();
+    Ran {
+        status: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["kind"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn the_offline_demo_without_api_keys_completes_its_task_and_exits_0() {
+    let ran = run_agent(&[], &[], "");
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    let first = ran.stdout.lines().next().unwrap_or("");
+    assert!(first.starts_with("agentloop offline demo"), "{first}");
+    assert!(first.contains("ANTHROPIC_API_KEY"), "{first}");
+    // Every step is shown, and the edited script's real output is in the final answer.
+    for step in [
+        "✓ write_file greet.sh",
+        "✓ shell bash greet.sh",
+        "✓ edit_file greet.sh",
+    ] {
+        assert!(ran.stdout.contains(step), "{step} missing:\n{}", ran.stdout);
+    }
+    assert!(
+        ran.stdout.contains("│ goodbye, agentloop"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("── done · 4 tool rounds"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn the_offline_demo_follows_the_openai_profile_with_apply_patch() {
+    let ran = run_agent(&["--provider", "demo", "--profile", "openai"], &[], "");
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    assert!(
+        ran.stdout.contains("✓ apply_patch greet.sh"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("│ goodbye, agentloop"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn json_output_is_one_event_per_line_from_session_start_to_session_end_with_paired_tool_calls() {
+    let ran = run_agent(&["--json"], &[], "");
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    let events = ran.events();
+    let kinds = kinds(&events);
+    assert_eq!(kinds.first(), Some(&"session_start"));
+    assert_eq!(kinds.last(), Some(&"session_end"));
+    for event in &events {
+        assert!(event["session_id"].is_string() && event["timestamp"].is_string());
+        assert!(event["data"].is_object(), "{event}");
+    }
+    let ids = |kind: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["kind"] == kind)
+            .map(|e| e["data"]["call_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (starts, ends) = (ids("tool_call_start"), ids("tool_call_end"));
+    assert_eq!(starts.len(), 4, "{kinds:?}");
+    assert_eq!(
+        starts, ends,
+        "every start has its end, in order (one call per round)"
+    );
+    for id in &starts {
+        let start = kinds_position(&events, "tool_call_start", id);
+        let end = kinds_position(&events, "tool_call_end", id);
+        assert!(start < end, "{id}: start at {start}, end at {end}");
+    }
+    // The banner went to stderr, not into the JSON stream.
+    assert!(
+        ran.stderr.starts_with("agentloop offline demo"),
+        "{}",
+        ran.stderr
+    );
+}
+
+fn kinds_position(events: &[Value], kind: &str, call_id: &str) -> usize {
+    events
+        .iter()
+        .position(|e| e["kind"] == kind && e["data"]["call_id"] == call_id)
+        .unwrap()
+}
+
+/// The three-round task: a shell command writes a file, `read_file` reads it, the model
+/// answers "done".
+fn three_round_replies(wire: Wire) -> Vec<Reply> {
+    vec![
+        Reply::sse(wire.turn(
+            "",
+            &[(
+                "call_a1",
+                "shell",
+                json!({"command": "echo hello > out.txt"}),
+            )],
+        )),
+        Reply::sse(wire.turn(
+            "",
+            &[("call_a2", "read_file", json!({"file_path": "out.txt"}))],
+        )),
+        Reply::sse(wire.turn("done", &[])),
+    ]
+}
+
+fn provider_args(
+    wire: Wire,
+    server: &Server,
+) -> (&'static str, String, &'static str, &'static str) {
+    match wire {
+        Wire::Anthropic => ("anthropic", server.url(), "ANTHROPIC_API_KEY", FAKE_KEY),
+        Wire::OpenAi => (
+            "openai",
+            format!("{}/v1", server.url()),
+            "OPENAI_API_KEY",
+            OPENAI_KEY,
+        ),
+        Wire::OpenAiChat => (
+            "openai-chat",
+            format!("{}/v1", server.url()),
+            "OPENAI_API_KEY",
+            OPENAI_KEY,
+        ),
+        Wire::Gemini => ("gemini", server.url(), "GEMINI_API_KEY", GEMINI_KEY),
+    }
+}
+
+fn completes_the_three_round_task(wire: Wire) {
+    let server = Server::start(three_round_replies(wire));
+    let work = tempfile::tempdir().unwrap();
+    let (provider, base_url, key_var, key) = provider_args(wire, &server);
+    let cwd = work.path().to_str().unwrap();
+    let ran = run_agent(
+        &[
+            "--provider",
+            provider,
+            "--base-url",
+            &base_url,
+            "--cwd",
+            cwd,
+            "--json",
+            "write hello to out.txt, read it back, then say done",
+        ],
+        &[(key_var, key)],
+        "",
+    );
+    assert_eq!(ran.status, Some(0), "{wire:?}: {}", ran.all_output());
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("out.txt")).unwrap(),
+        "hello\n"
+    );
+    let events = ran.events();
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "tool_call_end")
+        .collect();
+    assert_eq!(ends.len(), 2, "{wire:?}: {:?}", kinds(&events));
+    assert_eq!(ends[0]["data"]["tool_name"], "shell");
+    assert_eq!(ends[1]["data"]["tool_name"], "read_file");
+    assert!(
+        ends.iter().all(|e| e["data"]["is_error"] == false),
+        "{ends:?}"
+    );
+    assert!(
+        ends[1]["data"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("hello")
+    );
+    let answer = events
+        .iter()
+        .rev()
+        .find(|e| e["kind"] == "assistant_text_end")
+        .unwrap();
+    assert_eq!(answer["data"]["text"], "done");
+    let end = events
+        .iter()
+        .find(|e| e["kind"] == "processing_end")
+        .unwrap();
+    assert_eq!(end["data"]["stop_reason"], "completed");
+    assert_eq!(end["data"]["rounds"], 2);
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{wire:?}");
+    for request in &requests {
+        assert!(
+            request.path.starts_with(wire.path_prefix()),
+            "{wire:?}: {}",
+            request.path
+        );
+    }
+    // The file's content went back to the model with the read_file result.
+    assert!(requests[2].body_text().contains("hello"));
+    assert!(!ran.all_output().contains(key), "{wire:?}: the key leaked");
+}
+
+#[test]
+fn the_three_round_task_completes_over_anthropic_messages() {
+    completes_the_three_round_task(Wire::Anthropic);
+}
+
+#[test]
+fn the_three_round_task_completes_over_openai_responses() {
+    completes_the_three_round_task(Wire::OpenAi);
+}
+
+#[test]
+fn the_three_round_task_completes_over_chat_completions() {
+    completes_the_three_round_task(Wire::OpenAiChat);
+}
+
+#[test]
+fn the_three_round_task_completes_over_gemini() {
+    completes_the_three_round_task(Wire::Gemini);
+}
+
+#[test]
+fn without_provider_flags_the_first_key_found_and_its_base_url_variable_are_used() {
+    let server = Server::start(vec![Reply::sse(Wire::Anthropic.turn("done", &[]))]);
+    let work = tempfile::tempdir().unwrap();
+    let url = server.url();
+    let ran = run_agent(
+        &["--cwd", work.path().to_str().unwrap()],
+        &[
+            ("ANTHROPIC_API_KEY", FAKE_KEY),
+            ("ANTHROPIC_BASE_URL", &url),
+        ],
+        "the prompt from stdin\n",
+    );
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    assert!(ran.stdout.contains("done"), "{}", ran.stdout);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(requests[0].body_text().contains("the prompt from stdin"));
+}
+
+#[test]
+fn bad_usage_exits_with_status_2_and_says_what_to_change() {
+    let ran = run_agent(&["--frobnicate"], &[], "");
+    assert_eq!(ran.status, Some(2));
+    assert!(
+        ran.stderr.contains("unknown option `--frobnicate`"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stdout.is_empty());
+
+    let ran = run_agent(&["--provider", "anthropic", "hi"], &[], "");
+    assert_eq!(ran.status, Some(2));
+    assert!(
+        ran.stderr.contains("needs ANTHROPIC_API_KEY"),
+        "{}",
+        ran.stderr
+    );
+
+    let ran = run_agent(&["--max-rounds", "lots"], &[], "");
+    assert_eq!(ran.status, Some(2));
+    assert!(ran.stderr.contains("whole number"), "{}", ran.stderr);
+
+    let ran = run_agent(&["--base-url", "http://127.0.0.1:9/v1", "hi"], &[], "");
+    assert_eq!(ran.status, Some(2));
+    assert!(
+        ran.stderr.contains("--provider openai-chat"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn a_round_limit_exits_with_status_3() {
+    let ran = run_agent(&["--max-rounds", "1", "--json"], &[], "");
+    assert_eq!(ran.status, Some(3), "{}", ran.all_output());
+    let events = ran.events();
+    let limit = events.iter().find(|e| e["kind"] == "turn_limit").unwrap();
+    assert_eq!(limit["data"]["round"], 1);
+    assert_eq!(kinds(&events).last(), Some(&"session_end"));
+}
+
+#[test]
+fn a_turn_limit_exits_with_status_3() {
+    let ran = run_agent(&["--max-turns", "2"], &[], "");
+    assert_eq!(ran.status, Some(3), "{}", ran.all_output());
+    assert!(
+        ran.stdout
+            .contains("stopped: reached the limit of 2 model calls")
+    );
+}
+
+#[test]
+fn ctrl_c_during_a_command_kills_it_shuts_down_and_exits_130() {
+    let server = Server::start(vec![Reply::sse(Wire::Anthropic.turn(
+        "",
+        &[(
+            "call_s",
+            "shell",
+            json!({"command": "echo started; sleep 30", "timeout_ms": 60000}),
+        )],
+    ))]);
+    let work = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let url = server.url();
+    let mut child = agent(
+        &[
+            "--json",
+            "--cwd",
+            work.path().to_str().unwrap(),
+            "sleep a while",
+        ],
+        &[
+            ("ANTHROPIC_API_KEY", FAKE_KEY),
+            ("ANTHROPIC_BASE_URL", &url),
+        ],
+        home.path(),
+    )
+    .stdin(Stdio::null())
+    .spawn()
+    .unwrap();
+    let pid = child.id() as i32;
+    let stdout = child.stdout.take().unwrap();
+    let (line_tx, line_rx) = crossbeam_channel::unbounded::<String>();
+    let reader = std::thread::Builder::new()
+        .name("agent-cli-stdout".to_string())
+        .spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = line_tx.send(line);
+            }
+        })
+        .unwrap();
+    // Wait until the command is running (its first output arrived).
+    let deadline = Instant::now() + GENEROUS;
+    let mut lines = Vec::new();
+    loop {
+        let line = line_rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the command starts");
+        let started = line.contains("tool_call_output_delta") && line.contains("started");
+        lines.push(line);
+        if started {
+            break;
+        }
+    }
+    let pressed = Instant::now();
+    // SAFETY: sending SIGINT to our own, still running child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let (status_tx, status_rx) = crossbeam_channel::bounded(1);
+    let waiter = std::thread::Builder::new()
+        .name("agent-cli-wait".to_string())
+        .spawn(move || {
+            let _ = status_tx.send(child.wait());
+        })
+        .unwrap();
+    let status = status_rx
+        .recv_timeout(GENEROUS)
+        .expect("the agent exits after Ctrl-C")
+        .unwrap();
+    let took = pressed.elapsed();
+    waiter.join().unwrap();
+    reader.join().unwrap();
+    lines.extend(line_rx.try_iter());
+    assert_eq!(status.code(), Some(130), "{lines:#?}");
+    // Far below the 30 s of the sleep and its 60 s timeout.
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let events: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = events
+        .iter()
+        .find(|e| e["kind"] == "tool_call_end")
+        .unwrap();
+    assert_eq!(end["data"]["is_error"], true);
+    let processing_end = events
+        .iter()
+        .find(|e| e["kind"] == "processing_end")
+        .unwrap();
+    assert_eq!(processing_end["data"]["stop_reason"], "interrupted");
+    assert_eq!(kinds(&events).last(), Some(&"session_end"));
+    // Only one request: the interrupted input did not go back to the model.
+    assert_eq!(server.requests().len(), 1);
+}

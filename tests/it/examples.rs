@@ -1,0 +1,73 @@
+//! The small examples run offline (scripted model, temporary directories) and show what
+//! their doc comment promises.
+
+use std::process::Command;
+
+use crate::agent_cli::{example_binary, run_command};
+
+/// Runs an example with an empty environment except `PATH`; returns its stdout.
+fn run(name: &str) -> String {
+    let mut command = Command::new(example_binary(name));
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let ran = run_command(command, "");
+    assert_eq!(ran.status, Some(0), "{name} failed: {}", ran.all_output());
+    ran.stdout
+}
+
+#[test]
+fn the_minimal_example_runs_a_command_and_answers() {
+    let out = run("minimal");
+    assert!(out.contains("hello from the tool"), "{out}");
+    assert!(out.contains("The command printed a greeting."), "{out}");
+}
+
+#[test]
+fn the_custom_tool_example_shows_a_result_and_a_validation_error() {
+    let out = run("custom_tool");
+    assert!(out.contains("word_count -> 4 words"), "{out}");
+    assert!(out.contains("word_count failed -> "), "{out}");
+    assert!(out.contains("\"text\" must be a string"), "{out}");
+}
+
+#[test]
+fn the_approvals_example_denies_the_delete_and_approves_the_asked_write() {
+    let out = run("approvals");
+    assert!(out.contains("shell refused: "), "{out}");
+    assert!(out.contains("deleting files is not allowed"), "{out}");
+    assert!(out.contains("write_file ran: "), "{out}");
+    assert!(out.contains("notes.txt: remember the milk"), "{out}");
+}
+
+#[test]
+fn the_steering_example_delivers_the_steer_and_then_the_follow_up() {
+    let out = run("steering");
+    let steered = out.find("[steered: use tabs, not spaces]").expect(&out);
+    let answered = out.find("Understood: tabs").expect(&out);
+    let follow_up = out.find("> count the lines").expect(&out);
+    assert!(steered < answered && answered < follow_up, "{out}");
+}
+
+#[test]
+fn the_custom_environment_example_refuses_sudo_and_audits_every_operation() {
+    let out = run("custom_environment");
+    assert!(out.contains("shell (error): "), "{out}");
+    assert!(out.contains("sudo is not available here"), "{out}");
+    assert!(out.contains("exec: sudo apt-get install cowsay"), "{out}");
+    assert!(out.contains("(3 bytes)"), "{out}");
+    assert!(out.contains("exec: cat hi.txt"), "{out}");
+}
+
+#[test]
+fn the_subagents_example_shows_the_child_at_work_and_its_result_in_the_parent() {
+    let out = run("subagents");
+    let child = out.find("[agent-1] write_file done").expect(&out);
+    let waited = out.find("[parent] wait: ").expect(&out);
+    assert!(child < waited, "{out}");
+    assert!(
+        out.contains("The subagent reports: \"TESTS.md lists two cases.\""),
+        "{out}"
+    );
+    assert!(out.contains("- greets the world"), "{out}");
+}
