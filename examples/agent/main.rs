@@ -342,10 +342,7 @@ impl Run<'_> {
             .write(true)
             .open("/dev/tty");
         let Ok(mut tty) = tty else {
-            responder.deny(
-                "the user could not be asked (no terminal), so this call was not run; \
-                 explain what you wanted to do instead",
-            );
+            responder.deny("there is no terminal to ask the user on");
             return;
         };
         let question = format!(
@@ -353,7 +350,7 @@ impl Run<'_> {
             render::summarise(tool, arguments)
         );
         if tty.write_all(question.as_bytes()).is_err() {
-            responder.deny("the user could not be asked, so this call was not run");
+            responder.deny("the question could not be shown on the terminal");
             return;
         }
         self.ctrl_c.forget_presses();
@@ -367,10 +364,7 @@ impl Run<'_> {
                 responder.deny("the user interrupted the session");
             }
             _ => {
-                responder.deny(format!(
-                    "the user declined this {tool} call; do not retry it, ask the user or \
-                     take another approach"
-                ));
+                responder.deny(format!("the user declined this {tool} call"));
             }
         }
     }
@@ -379,9 +373,13 @@ impl Run<'_> {
     /// (130); an interrupted input returns to the prompt.
     fn interactive(&mut self) -> i32 {
         let mut stdin = LineReader::new(io::stdin().as_raw_fd());
-        // Show SESSION_START and anything else before the first prompt.
-        while let Some(event) = self.events.try_next() {
+        // SESSION_START (always the first event) before the first prompt.
+        if let Some(event) = self.next_event() {
             self.show(&event);
+            if let EventKind::SessionEnd { reason, .. } = event.kind {
+                self.closed_by_error |= reason == CloseReason::Error;
+                return self.closed_status();
+            }
         }
         loop {
             eprint!("> ");
