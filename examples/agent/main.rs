@@ -28,7 +28,7 @@ use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::ToolCall;
 use agentloop::session::{
     Approval, ApprovalResponder, CloseReason, EventKind, Events, RecvError, Session, SessionConfig,
-    SessionEvent, StopReason,
+    SessionEvent, SessionState, StopReason,
 };
 use serde_json::Value;
 
@@ -130,7 +130,10 @@ fn run() -> i32 {
         }
     };
     let mut events = session.events();
-    let control = Arc::new(Control::default());
+    let control = Arc::new(Control {
+        one_shot: prompt.is_some(),
+        ..Control::default()
+    });
     let ctrl_c = {
         let session = session.clone();
         let control = control.clone();
@@ -229,17 +232,24 @@ struct Control {
     presses: AtomicUsize,
     /// The main thread waits for the user's next line (a press wakes it instead).
     prompting: AtomicBool,
+    /// One prompt, then exit.
+    one_shot: bool,
 }
 
 impl Control {
-    /// First press: interrupt the input. Second: abort the session, and let a third end
-    /// the program the default way.
+    /// First press: interrupt the input (or, for a single prompt that has not started
+    /// yet, abort the session). Second: abort the session, and let a third end the program
+    /// the default way.
     fn on_press(&self, session: &Session) {
         if self.prompting.load(Ordering::SeqCst) {
             return;
         }
         if self.presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            session.interrupt();
+            if self.one_shot && session.state() == SessionState::Idle {
+                session.abort(); // nothing to interrupt yet: the input would still run
+            } else {
+                session.interrupt();
+            }
         } else {
             session.abort();
             signals::restore_default();
