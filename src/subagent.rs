@@ -36,7 +36,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, select};
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::cancel::CancelToken;
@@ -58,9 +57,10 @@ pub const WAIT: &str = "wait";
 /// The name of the tool that ends a subagent.
 pub const CLOSE_AGENT: &str = "close_agent";
 
-/// What a subagent reports when its work ends (spec §7.3), as the `wait` tool returns it
-/// (JSON, with a `status` of `completed` or `failed`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// What a subagent reports when its work ends (spec §7.3). The `wait` tool returns it to
+/// the model as JSON: `{"status": "completed" | "failed", "output", "success",
+/// "turns_used"}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SubagentResult {
     /// The subagent's final answer text.

@@ -15,10 +15,11 @@ mod loop_;
 mod prompt;
 mod size;
 mod sse;
+mod subagents;
 mod tools;
 
 // The loopback server and Anthropic SSE bodies of the integration tests, shared by the
-// `loop` and `e2e` sections.
+// `loop`, `subagents` and `e2e` sections.
 #[allow(dead_code)]
 #[path = "../../tests/it/support/server.rs"]
 mod server;
@@ -51,6 +52,7 @@ const SECTIONS: &[Section] = &[
     ("prompt", prompt::run),
     ("loop", loop_::run),
     ("tools", tools::run),
+    ("subagents", subagents::run),
     ("e2e", e2e::run),
     ("size", size::run),
 ];

@@ -4,6 +4,7 @@
 pub mod bodies;
 pub mod conformance;
 pub mod server;
+pub mod turns;
 
 use std::time::Duration;
 

@@ -196,6 +196,9 @@ impl RecordedRequest {
 #[derive(Default)]
 struct State {
     replies: VecDeque<Reply>,
+    /// Routed scripts: a request whose body contains a route's marker takes that route's
+    /// next reply (the first matching route wins); other requests take from `replies`.
+    routes: Vec<(String, VecDeque<Reply>)>,
     requests: Vec<RecordedRequest>,
     /// Per request index: when the client was seen closing the connection.
     closed: Vec<Option<Instant>>,
@@ -275,6 +278,19 @@ impl Server {
             shared,
             accept: Some(accept),
         }
+    }
+
+    /// Starts a server whose requests are routed by body content: a request whose body
+    /// contains a route's marker gets that route's next reply (routes are tried in order);
+    /// any other request gets the next of `fallback`. For concurrent conversations (a
+    /// session and its subagents) whose requests arrive in no fixed order.
+    pub fn start_routed(routes: Vec<(&str, Vec<Reply>)>, fallback: Vec<Reply>) -> Server {
+        let server = Server::start(fallback);
+        server.shared.lock().routes = routes
+            .into_iter()
+            .map(|(marker, replies)| (marker.to_string(), replies.into()))
+            .collect();
+        server
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -398,9 +414,17 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) {
         };
         let (index, reply) = {
             let mut state = shared.lock();
+            let body = String::from_utf8_lossy(&request.body).into_owned();
+            let route = state
+                .routes
+                .iter()
+                .position(|(marker, _)| body.contains(marker.as_str()));
             state.requests.push(request);
             state.closed.push(None);
-            let reply = state.replies.pop_front();
+            let reply = match route {
+                Some(route) => state.routes[route].1.pop_front(),
+                None => state.replies.pop_front(),
+            };
             shared.changed.notify_all();
             (state.requests.len() - 1, reply)
         };
