@@ -12,9 +12,44 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::bodies::Wire;
+use crate::support::turns::{self, function};
 use crate::support::{FAKE_KEY, GENEROUS, Reply, Server};
 use crate::wire::{GEMINI_KEY, OPENAI_KEY};
+
+/// A wire format the loopback server speaks to the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Anthropic,
+    OpenAi,
+    OpenAiChat,
+    Gemini,
+}
+
+impl Wire {
+    /// The request path the provider posts to, up to the model or the query string.
+    fn path_prefix(self) -> &'static str {
+        match self {
+            Wire::Anthropic => "/v1/messages",
+            Wire::OpenAi => "/v1/responses",
+            Wire::OpenAiChat => "/v1/chat/completions",
+            Wire::Gemini => "/v1beta/models/",
+        }
+    }
+
+    /// One streamed answer: optional text, then function calls `(id, name, arguments)`.
+    fn turn(self, text: &str, calls: &[(&str, &str, Value)]) -> String {
+        let calls: Vec<turns::Call> = calls
+            .iter()
+            .map(|(id, name, args)| function(id, name, args.clone()))
+            .collect();
+        match self {
+            Wire::Anthropic => turns::anthropic_sse(text, &calls),
+            Wire::OpenAi => turns::responses_sse(text, &calls),
+            Wire::OpenAiChat => turns::chat_sse(text, &calls),
+            Wire::Gemini => turns::gemini_sse(text, &calls),
+        }
+    }
+}
 
 // The CLI's option parser, compiled here so that its unit tests run with the suite.
 #[allow(dead_code)]

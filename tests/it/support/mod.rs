@@ -1,7 +1,6 @@
 //! Test support: a loopback HTTP server, the conformance checker, client builders.
 #![allow(dead_code)]
 
-pub mod bodies;
 pub mod conformance;
 pub mod server;
 pub mod turns;
