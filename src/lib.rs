@@ -8,9 +8,27 @@
 //!
 //! # Quick start
 //!
-//! An offline session: a scripted model asks for one shell command, then answers.
-//! Swap the scripted model for `Client::from_env()` and a provider profile to talk to a
-//! real provider.
+//! With a real provider: the key comes from the environment (`ANTHROPIC_API_KEY`,
+//! `OPENAI_API_KEY` or `GEMINI_API_KEY`), the profile brings the provider's own tools and
+//! system prompt, and [`Session::run`](session::Session::run) returns the final answer.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use agentloop::exec::LocalExecutionEnvironment;
+//! use agentloop::llm::Client;
+//! use agentloop::{profiles, Session, SessionConfig};
+//!
+//! let client = Client::from_env()?;
+//! let profile = profiles::anthropic("claude-sonnet-4-5");
+//! let env = Arc::new(LocalExecutionEnvironment::new("."));
+//! let session = Session::new(profile, env, client, SessionConfig::default())?;
+//! let outcome = session.run("make the failing test pass")?;
+//! println!("{}", outcome.text);
+//! # Ok::<(), agentloop::Error>(())
+//! ```
+//!
+//! Offline, with the event stream: a scripted model asks for one shell command, then
+//! answers. The command really runs; the events say what happened, in order.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -51,8 +69,19 @@
 //! # Ok::<(), agentloop::Error>(())
 //! ```
 //!
-//! A script that only wants the final answer calls [`Session::run`](session::Session::run)
-//! instead of iterating events.
+//! # Where to go next
+//!
+//! - [`session`]: the loop, its control methods (steer, follow-up, interrupt, abort) and
+//!   the documented order of events; every event serialises to one JSON object.
+//! - [`profiles`]: the OpenAI, Anthropic and Gemini profiles, custom tools on top.
+//! - [`llm`]: the provider-neutral client and the four wire formats (Anthropic Messages,
+//!   OpenAI Responses, Chat Completions for OpenAI-compatible servers, Gemini), usable on
+//!   their own.
+//! - [`exec`]: where tools run; implement [`ExecutionEnvironment`](exec::ExecutionEnvironment)
+//!   for containers or remote machines.
+//! - [`tools`]: the shared tools and the registry for your own.
+//! - The `examples/` directory: `agent` (the reference CLI), `minimal`, `custom_tool`,
+//!   `steering`, `approvals`, `subagents`, `custom_environment`.
 
 #![deny(missing_docs)]
 
@@ -69,3 +98,8 @@ pub mod tools;
 pub use cancel::CancelToken;
 pub use error::{Error, ErrorKind, Result};
 pub use session::{EventKind, Session, SessionConfig, SessionEvent};
+
+/// The README's code blocks, run as doctests so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -28,7 +28,7 @@ use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::ToolCall;
 use agentloop::session::{
     Approval, ApprovalResponder, CloseReason, EventKind, Events, RecvError, Session, SessionConfig,
-    SessionEvent, StopReason,
+    SessionEvent, SessionState, StopReason,
 };
 use serde_json::Value;
 
@@ -130,7 +130,10 @@ fn run() -> i32 {
         }
     };
     let mut events = session.events();
-    let control = Arc::new(Control::default());
+    let control = Arc::new(Control {
+        one_shot: prompt.is_some(),
+        ..Control::default()
+    });
     let ctrl_c = {
         let session = session.clone();
         let control = control.clone();
@@ -236,17 +239,24 @@ struct Control {
     presses: AtomicUsize,
     /// The main thread waits for the user's next line (a press wakes it instead).
     prompting: AtomicBool,
+    /// One prompt, then exit.
+    one_shot: bool,
 }
 
 impl Control {
-    /// First press: interrupt the input. Second: abort the session, and let a third end
-    /// the program the default way.
+    /// First press: interrupt the input (or, for a single prompt that has not started
+    /// yet, abort the session). Second: abort the session, and let a third end the program
+    /// the default way.
     fn on_press(&self, session: &Session) {
         if self.prompting.load(Ordering::SeqCst) {
             return;
         }
         if self.presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            session.interrupt();
+            if self.one_shot && session.state() == SessionState::Idle {
+                session.abort(); // nothing to interrupt yet: the input would still run
+            } else {
+                session.interrupt();
+            }
         } else {
             session.abort();
             signals::restore_default();
@@ -349,10 +359,7 @@ impl Run<'_> {
             .write(true)
             .open("/dev/tty");
         let Ok(mut tty) = tty else {
-            responder.deny(
-                "the user could not be asked (no terminal), so this call was not run; \
-                 explain what you wanted to do instead",
-            );
+            responder.deny("there is no terminal to ask the user on");
             return;
         };
         let question = format!(
@@ -360,7 +367,7 @@ impl Run<'_> {
             render::summarise(tool, arguments)
         );
         if tty.write_all(question.as_bytes()).is_err() {
-            responder.deny("the user could not be asked, so this call was not run");
+            responder.deny("the question could not be shown on the terminal");
             return;
         }
         self.ctrl_c.forget_presses();
@@ -374,10 +381,7 @@ impl Run<'_> {
                 responder.deny("the user interrupted the session");
             }
             _ => {
-                responder.deny(format!(
-                    "the user declined this {tool} call; do not retry it, ask the user or \
-                     take another approach"
-                ));
+                responder.deny(format!("the user declined this {tool} call"));
             }
         }
     }
@@ -386,9 +390,13 @@ impl Run<'_> {
     /// (130); an interrupted input returns to the prompt.
     fn interactive(&mut self) -> i32 {
         let mut stdin = LineReader::new(io::stdin().as_raw_fd());
-        // Show SESSION_START and anything else before the first prompt.
-        while let Some(event) = self.events.try_next() {
+        // SESSION_START (always the first event) before the first prompt.
+        if let Some(event) = self.next_event() {
             self.show(&event);
+            if let EventKind::SessionEnd { reason, .. } = event.kind {
+                self.closed_by_error |= reason == CloseReason::Error;
+                return self.closed_status();
+            }
         }
         loop {
             eprint!("> ");

@@ -209,85 +209,11 @@ impl Human {
                 self.output_tokens += usage.output_tokens;
                 self.end_line()?;
             }
-            EventKind::ToolCallStart {
-                call_id,
-                tool_name,
-                arguments,
-            } => {
-                let summary = summarise(tool_name, arguments);
-                self.busy(Some(format!("{tool_name} {summary}")));
-                self.calls.insert(
-                    call_id.clone(),
-                    Call {
-                        name: tool_name.clone(),
-                        summary,
-                        preview: Vec::new(),
-                        partial: String::new(),
-                    },
-                );
-            }
-            EventKind::ToolCallOutputDelta { call_id, delta, .. } => {
-                if let Some(call) = self.calls.get_mut(call_id) {
-                    for piece in delta.split_inclusive('\n') {
-                        if call.preview.len() >= PREVIEW_LINES {
-                            break;
-                        }
-                        call.partial.push_str(piece);
-                        if call.partial.ends_with('\n') {
-                            let line = std::mem::take(&mut call.partial);
-                            call.preview.push(line.trim_end().to_string());
-                        }
-                    }
-                }
-            }
-            EventKind::ToolCallEnd {
-                call_id,
-                tool_name,
-                output,
-                error,
-                is_error,
-                duration_ms,
-                ..
-            } => {
-                let call = self.calls.remove(call_id);
-                let (name, summary) = call
-                    .as_ref()
-                    .map_or((tool_name.as_str(), ""), |c| (c.name.as_str(), &c.summary));
-                let mut status = format!("{duration_ms} ms");
-                if let Some(code) = output.as_deref().and_then(exit_code) {
-                    status.push_str(&format!(", exit {code}"));
-                }
-                let line = if *is_error {
-                    let why = error.as_deref().unwrap_or("failed");
-                    let why = why.lines().next().unwrap_or("failed");
-                    format!(
-                        "  {}✗ {name}{} {summary} {}({status}){} {}{}{}",
-                        s.red,
-                        s.reset,
-                        s.dim,
-                        s.reset,
-                        s.red,
-                        clip(why, 160),
-                        s.reset
-                    )
-                } else {
-                    format!(
-                        "  {}✓ {name}{} {summary} {}({status}){}",
-                        s.green, s.reset, s.dim, s.reset
-                    )
-                };
-                self.line(&line)?;
-                if let Some(mut call) = call {
-                    if !call.partial.is_empty() && call.preview.len() < PREVIEW_LINES {
-                        call.preview.push(std::mem::take(&mut call.partial));
-                    }
-                    for text in &call.preview {
-                        self.line(&format!("    {}│ {}{}", s.dim, clip(text, 160), s.reset))?;
-                    }
-                }
-                if self.calls.is_empty() {
-                    self.busy(Some("thinking".to_string()));
-                }
+            EventKind::ToolCallStart { .. }
+            | EventKind::ToolCallOutputDelta { .. }
+            | EventKind::ToolCallEnd { .. } => self.tool_event(&event.kind, None)?,
+            EventKind::SubagentEvent { agent_id, event } => {
+                self.tool_event(&event.kind, Some(agent_id))?
             }
             EventKind::SteeringInjected { content } => {
                 self.line(&format!(
@@ -340,6 +266,101 @@ impl Human {
                     s.reset
                 );
                 self.line(&line)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A tool call's start, output or end; `agent` names the subagent it belongs to.
+    fn tool_event(&mut self, kind: &EventKind, agent: Option<&str>) -> io::Result<()> {
+        let s = self.style;
+        let key = |call_id: &str| match agent {
+            Some(agent) => format!("{agent}/{call_id}"),
+            None => call_id.to_string(),
+        };
+        let indent = if agent.is_some() { "    " } else { "  " };
+        let who = agent.map_or(String::new(), |a| format!("{a}: "));
+        match kind {
+            EventKind::ToolCallStart {
+                call_id,
+                tool_name,
+                arguments,
+            } => {
+                let summary = summarise(tool_name, arguments);
+                self.busy(Some(format!("{who}{tool_name} {summary}")));
+                self.calls.insert(
+                    key(call_id),
+                    Call {
+                        name: tool_name.clone(),
+                        summary,
+                        preview: Vec::new(),
+                        partial: String::new(),
+                    },
+                );
+            }
+            EventKind::ToolCallOutputDelta { call_id, delta, .. } => {
+                if let Some(call) = self.calls.get_mut(&key(call_id)) {
+                    for piece in delta.split_inclusive('\n') {
+                        if call.preview.len() >= PREVIEW_LINES {
+                            break;
+                        }
+                        call.partial.push_str(piece);
+                        if call.partial.ends_with('\n') {
+                            let line = std::mem::take(&mut call.partial);
+                            call.preview.push(line.trim_end().to_string());
+                        }
+                    }
+                }
+            }
+            EventKind::ToolCallEnd {
+                call_id,
+                tool_name,
+                output,
+                error,
+                is_error,
+                duration_ms,
+                ..
+            } => {
+                let call = self.calls.remove(&key(call_id));
+                let (name, summary) = call
+                    .as_ref()
+                    .map_or((tool_name.as_str(), ""), |c| (c.name.as_str(), &c.summary));
+                let mut status = format!("{duration_ms} ms");
+                if let Some(code) = output.as_deref().and_then(exit_code) {
+                    status.push_str(&format!(", exit {code}"));
+                }
+                let line = if *is_error {
+                    let why = error.as_deref().unwrap_or("failed");
+                    format!(
+                        "{indent}{}✗ {who}{name}{} {summary} {}({status}){} {}{}{}",
+                        s.red,
+                        s.reset,
+                        s.dim,
+                        s.reset,
+                        s.red,
+                        clip(why, 160),
+                        s.reset
+                    )
+                } else {
+                    format!(
+                        "{indent}{}✓ {who}{name}{} {summary} {}({status}){}",
+                        s.green, s.reset, s.dim, s.reset
+                    )
+                };
+                self.line(&line)?;
+                if let Some(mut call) = call {
+                    if !call.partial.is_empty() && call.preview.len() < PREVIEW_LINES {
+                        call.preview.push(std::mem::take(&mut call.partial));
+                    }
+                    for text in &call.preview {
+                        let text = clip(text, 160);
+                        self.line(&format!("{indent}  {}│ {text}{}", s.dim, s.reset))?;
+                    }
+                }
+                if self.calls.is_empty() {
+                    self.busy(Some("thinking".to_string()));
+                }
             }
             _ => {}
         }

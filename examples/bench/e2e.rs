@@ -3,7 +3,8 @@
 //! - The three-round task against a loopback server speaking the Anthropic format: a
 //!   shell command `echo hello > out.txt`, `read_file out.txt`, the answer "done". Wall
 //!   time from spawn to exit, and peak resident memory from `wait4`'s rusage (`ru_maxrss`:
-//!   the larger of the agent and the commands it waited for, such as `bash`).
+//!   the larger of the agent and the commands it waited for, such as `bash`), measured
+//!   through a small spawner process (see `measure`).
 //! - The offline demo (four tool rounds with a scripted model), the same two figures.
 //!
 //! The binary is built first with `cargo build --release --example agent` (a no-op when it
@@ -85,18 +86,76 @@ struct Sample {
     max_rss_kib: i64,
 }
 
-/// Spawns `command`, reaps it with `wait4`, and checks it exited 0.
-fn measure(mut command: Command) -> Result<Sample, String> {
-    // Stderr goes to a file: a pipe nobody reads while wait4 blocks could fill up.
+/// The argument that makes the bench binary a spawner (see [`spawner_main`]).
+pub const SPAWNER: &str = "--e2e-spawner";
+
+/// Runs `agent` with `args` and only `PATH` plus `vars` in its environment, through a
+/// spawner process, and checks it exited 0.
+///
+/// Why a spawner: on Linux a child's `ru_maxrss` starts from the high-water mark of the
+/// address space it was spawned from (exec keeps the old one's peak). Spawned straight
+/// from this bench process, whose earlier sections touched hundreds of MB, the agent
+/// would report this process's peak. A fresh, small copy of the bench binary spawns the
+/// agent instead, times it, reaps it with `wait4` and prints the figures.
+fn measure(agent: &Path, args: &[&str], vars: &[(&str, &str)]) -> Result<Sample, String> {
+    // Stderr goes to a file: a pipe nobody reads while the spawner waits could fill up.
     let mut stderr_file = tempfile::tempfile().map_err(|e| e.to_string())?;
     let stderr = stderr_file.try_clone().map_err(|e| e.to_string())?;
+    let spawner = std::env::current_exe().map_err(|e| e.to_string())?;
+    let output = Command::new(spawner)
+        .arg(SPAWNER)
+        .arg(agent)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(vars.iter().copied())
+        .stdin(Stdio::null())
+        .stderr(stderr)
+        .output()
+        .map_err(|e| format!("cannot start the spawner: {e}"))?;
+    let report = String::from_utf8_lossy(&output.stdout);
+    let figures: Vec<i64> = report
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    match figures[..] {
+        [wall_ns, max_rss_kib, 0] if output.status.success() => Ok(Sample {
+            wall: Duration::from_nanos(wall_ns as u64),
+            max_rss_kib,
+        }),
+        _ => {
+            let mut stderr = String::new();
+            let _ = stderr_file.seek(SeekFrom::Start(0));
+            let _ = stderr_file.read_to_string(&mut stderr);
+            Err(format!(
+                "the agent failed (spawner said {:?}): {}",
+                report.trim(),
+                stderr.trim()
+            ))
+        }
+    }
+}
+
+/// The spawner: `bench --e2e-spawner AGENT ARGS...` runs the agent with this process's
+/// environment, reaps it with `wait4` and prints `wall_ns max_rss_kib exit_status`
+/// (exit status -1 when it did not exit normally).
+pub fn spawner_main(mut args: impl Iterator<Item = String>) -> i32 {
+    let Some(agent) = args.next() else {
+        return 2;
+    };
     let started = Instant::now();
-    let child = command
+    let child = match Command::new(&agent)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(stderr)
         .spawn()
-        .map_err(|e| format!("cannot start the agent: {e}"))?;
+    {
+        Ok(child) => child,
+        Err(err) => {
+            eprintln!("bench: cannot start {agent}: {err}");
+            return 1;
+        }
+    };
     let pid = child.id() as libc::pid_t;
     drop(child); // dropping a Child neither kills nor waits; wait4 below reaps it
     let mut status = 0;
@@ -107,31 +166,16 @@ fn measure(mut command: Command) -> Result<Sample, String> {
     let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let wall = started.elapsed();
     if reaped != pid {
-        return Err(format!("wait4 failed: {}", std::io::Error::last_os_error()));
+        eprintln!("bench: wait4 failed: {}", std::io::Error::last_os_error());
+        return 1;
     }
-    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        let mut stderr = String::new();
-        let _ = stderr_file.seek(SeekFrom::Start(0));
-        let _ = stderr_file.read_to_string(&mut stderr);
-        return Err(format!(
-            "the agent failed (wait status {status}): {}",
-            stderr.trim()
-        ));
-    }
-    Ok(Sample {
-        wall,
-        max_rss_kib: usage.ru_maxrss,
-    })
-}
-
-fn agent_command(agent: &Path, args: &[&str], vars: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(agent);
-    command
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(vars.iter().copied());
-    command
+    let exit = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    println!("{} {} {exit}", wall.as_nanos(), usage.ru_maxrss);
+    0
 }
 
 /// One run of the three-round task against a fresh loopback server.
@@ -154,7 +198,7 @@ fn three_rounds(agent: &Path) -> Result<Sample, String> {
     let work = tempfile::tempdir().map_err(|e| e.to_string())?;
     let url = server.url();
     let cwd = work.path().to_string_lossy().into_owned();
-    let command = agent_command(
+    let sample = measure(
         agent,
         &[
             "--cwd",
@@ -166,8 +210,7 @@ fn three_rounds(agent: &Path) -> Result<Sample, String> {
             ("ANTHROPIC_API_KEY", "sk-ant-bench-not-a-key"),
             ("ANTHROPIC_BASE_URL", &url),
         ],
-    );
-    let sample = measure(command)?;
+    )?;
     let written = std::fs::read_to_string(work.path().join("out.txt")).unwrap_or_default();
     if written != "hello\n" || server.requests().len() != 3 {
         return Err(format!(
@@ -179,7 +222,7 @@ fn three_rounds(agent: &Path) -> Result<Sample, String> {
 }
 
 fn demo(agent: &Path) -> Result<Sample, String> {
-    measure(agent_command(agent, &["--json"], &[]))
+    measure(agent, &["--json"], &[])
 }
 
 /// Median and maximum of the samples: wall time and peak RSS.
@@ -193,7 +236,7 @@ fn summarise(mut samples: Vec<Sample>) -> (String, String) {
     let mut rss: Vec<i64> = samples.iter().map(|s| s.max_rss_kib).collect();
     rss.sort_unstable();
     let memory = format!(
-        "{:.1} MB (max {:.1})",
+        "{:.1} MiB (max {:.1})",
         rss[rss.len() / 2] as f64 / 1024.0,
         rss[rss.len() - 1] as f64 / 1024.0
     );

@@ -20,7 +20,7 @@ mod tools;
 mod transcript;
 
 // The loopback server and Anthropic SSE bodies of the integration tests, shared by the
-// `loop` and `e2e` sections.
+// `loop`, `subagents` and `e2e` sections.
 #[allow(dead_code)]
 #[path = "../../tests/it/support/server.rs"]
 mod server;
@@ -80,7 +80,12 @@ fn machine() -> String {
 }
 
 fn main() {
-    let wanted: Vec<String> = std::env::args().skip(1).collect();
+    let mut args = std::env::args().skip(1);
+    let wanted: Vec<String> = args.by_ref().take(1).collect();
+    if wanted.first().is_some_and(|a| a == e2e::SPAWNER) {
+        std::process::exit(e2e::spawner_main(args));
+    }
+    let wanted: Vec<String> = wanted.into_iter().chain(args).collect();
     if let Some(unknown) = wanted
         .iter()
         .find(|w| !SECTIONS.iter().any(|(n, _)| n == w))

@@ -32,7 +32,11 @@ fn size_of(name: &str, built: Result<(), String>, path: &Path, target: &str) -> 
     {
         Ok(meta) => row(
             name,
-            format!("{:.2} MB", meta.len() as f64 / 1_048_576.0),
+            format!(
+                "{:.2} MiB ({} bytes)",
+                meta.len() as f64 / 1_048_576.0,
+                meta.len()
+            ),
             target,
         ),
         Err(why) => row(name, "not built".to_string(), &why),

@@ -14,7 +14,7 @@ use agentloop::profiles;
 use agentloop::session::{EventKind, Events, Session, SessionConfig, SessionEvent};
 use serde_json::{Value, json};
 
-// The loopback server and the Anthropic SSE builder, loaded once by the `loop` section.
+// The loopback server and the Anthropic SSE builder, loaded once in `main.rs`.
 use crate::server::{Reply, Server};
 use crate::session_sse::anthropic_sse;
 

@@ -12,9 +12,44 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::bodies::Wire;
 use crate::support::providers::{GEMINI_KEY, OPENAI_KEY};
+use crate::support::turns::{self, function};
 use crate::support::{FAKE_KEY, GENEROUS, Reply, Server};
+
+/// A wire format the loopback server speaks to the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Anthropic,
+    OpenAi,
+    OpenAiChat,
+    Gemini,
+}
+
+impl Wire {
+    /// The request path the provider posts to, up to the model or the query string.
+    fn path_prefix(self) -> &'static str {
+        match self {
+            Wire::Anthropic => "/v1/messages",
+            Wire::OpenAi => "/v1/responses",
+            Wire::OpenAiChat => "/v1/chat/completions",
+            Wire::Gemini => "/v1beta/models/",
+        }
+    }
+
+    /// One streamed answer: optional text, then function calls `(id, name, arguments)`.
+    fn turn(self, text: &str, calls: &[(&str, &str, Value)]) -> String {
+        let calls: Vec<turns::Call> = calls
+            .iter()
+            .map(|(id, name, args)| function(id, name, args.clone()))
+            .collect();
+        match self {
+            Wire::Anthropic => turns::anthropic_sse(text, &calls),
+            Wire::OpenAi => turns::responses_sse(text, &calls),
+            Wire::OpenAiChat => turns::chat_sse(text, &calls),
+            Wire::Gemini => turns::gemini_sse(text, &calls),
+        }
+    }
+}
 
 // The CLI's option parser, compiled here so that its unit tests run with the suite.
 #[allow(dead_code)]
@@ -510,4 +545,85 @@ fn ctrl_c_during_a_command_kills_it_shuts_down_and_exits_130() {
     assert_eq!(kinds(&events).last(), Some(&"session_end"));
     // Only one request: the interrupted input did not go back to the model.
     assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn model_reasoning_effort_and_command_timeout_options_take_effect() {
+    let server = Server::start(vec![
+        Reply::sse(Wire::OpenAi.turn("", &[("call_t", "shell", json!({"command": "sleep 5"}))])),
+        Reply::sse(Wire::OpenAi.turn("it timed out", &[])),
+    ]);
+    let work = tempfile::tempdir().unwrap();
+    let (provider, base_url, key_var, key) = provider_args(Wire::OpenAi, &server);
+    let ran = run_agent(
+        &[
+            "--provider",
+            provider,
+            "--base-url",
+            &base_url,
+            "--cwd",
+            work.path().to_str().unwrap(),
+            "--model",
+            "gpt-5-loopback",
+            "--reasoning-effort",
+            "high",
+            "--timeout-ms",
+            "300",
+            "--json",
+            "sleep a little",
+        ],
+        &[(key_var, key)],
+        "",
+    );
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    let requests = server.requests();
+    assert_eq!(requests[0].json()["model"], "gpt-5-loopback");
+    assert_eq!(requests[0].json()["reasoning"]["effort"], "high");
+    let end = ran
+        .events()
+        .into_iter()
+        .find(|e| e["kind"] == "tool_call_end")
+        .unwrap();
+    assert_eq!(end["data"]["is_error"], true);
+    let error = end["data"]["error"].as_str().unwrap();
+    assert!(error.contains("timed out after 300ms"), "{error}");
+}
+
+#[test]
+fn approve_ask_without_a_terminal_denies_the_call_instead_of_waiting() {
+    use std::os::unix::process::CommandExt;
+    let home = tempfile::tempdir().unwrap();
+    let mut command = agent(&["--json", "--approve", "ask"], &[], home.path());
+    // SAFETY: setsid is async-signal-safe; in the new session the child has no
+    // controlling terminal, so /dev/tty cannot be opened (as under CI).
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let ran = run_command(command, "");
+    // The demo stops at its first, denied step and says it did not finish.
+    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    let events = ran.events();
+    let asked = events
+        .iter()
+        .filter(|e| e["kind"] == "approval_requested")
+        .count();
+    assert_eq!(asked, 1);
+    let end = events
+        .iter()
+        .find(|e| e["kind"] == "tool_call_end")
+        .unwrap();
+    assert_eq!(end["data"]["tool_name"], "write_file");
+    assert_eq!(end["data"]["is_error"], true);
+    let error = end["data"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("there is no terminal to ask the user on"),
+        "{error}"
+    );
+    assert!(
+        ran.stderr
+            .contains("the demo did not reach the expected result")
+    );
 }

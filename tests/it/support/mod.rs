@@ -3,7 +3,6 @@
 // files by path), so some items go unused in any one build.
 #![allow(dead_code)]
 
-pub mod bodies;
 pub mod cancel;
 pub mod conformance;
 pub mod providers;
