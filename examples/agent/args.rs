@@ -246,9 +246,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 }
             }
             _ => {
-                return Err(usage(format!(
-                    "unknown option `{name}`; run `agent --help` for the options"
-                )));
+                return Err(usage(format!("unknown option `{name}`")));
             }
         }
     }
