@@ -125,7 +125,8 @@ impl RetryPolicy {
         if self.jitter {
             secs *= 0.5 + random_unit();
         }
-        Duration::from_secs_f64(secs)
+        // An extreme policy (`max_delay` near `Duration::MAX`) must not panic here.
+        Duration::try_from_secs_f64(secs).unwrap_or(self.max_delay)
     }
 
     /// How long to wait before retrying after `err` (retry number `attempt + 1`), or

@@ -476,7 +476,8 @@ pub(crate) fn retry_after_from_headers(headers: &[(String, String)]) -> Option<D
             .map(|(_, v)| v.as_str())
     };
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
+        // The same sane range as seconds below: a server's absurd value is not a panic.
+        if (0.0..1e15).contains(&ms) {
             return Some(Duration::from_secs_f64(ms / 1000.0));
         }
     }
@@ -518,6 +519,10 @@ fn parse_http_date(value: &str) -> Option<SystemTime> {
         _ => return None,
     };
     let year: i64 = parts.next()?.parse().ok()?;
+    // Only plausible dates: keeps the arithmetic below far from overflow.
+    if !(1970..=9999).contains(&year) {
+        return None;
+    }
     let mut hms = parts.next()?.split(':');
     let h: u64 = hms.next()?.parse().ok()?;
     let m: u64 = hms.next()?.parse().ok()?;
@@ -622,6 +627,43 @@ pub(crate) fn error_from_status(
         err = err.with_retry_after(after);
     }
     err
+}
+
+#[cfg(test)]
+mod retry_after_tests {
+    use super::*;
+
+    fn header(name: &str, value: &str) -> Vec<(String, String)> {
+        vec![(name.to_string(), value.to_string())]
+    }
+
+    #[test]
+    fn absurd_retry_after_values_are_ignored_not_a_panic() {
+        assert_eq!(
+            retry_after_from_headers(&header("retry-after-ms", "1e30")),
+            None
+        );
+        assert_eq!(
+            retry_after_from_headers(&header("retry-after-ms", "-5")),
+            None
+        );
+        assert_eq!(
+            retry_after_from_headers(&header("retry-after-ms", "1500")),
+            Some(Duration::from_millis(1500))
+        );
+        let now = SystemTime::now();
+        for date in [
+            "Sun, 06 Nov 999999999999999 08:49:37 GMT",
+            "Sun, 06 Nov 9223372036854775807 08:49:37 GMT",
+            "Sun, 06 Nov -400 08:49:37 GMT",
+        ] {
+            assert_eq!(parse_retry_after(date, now), None, "{date}");
+        }
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Some(Duration::ZERO)
+        );
+    }
 }
 
 #[cfg(test)]
