@@ -443,6 +443,44 @@ fn keys_never_appear_in_errors_or_debug_output_for_every_format() {
 }
 
 #[test]
+fn echoed_keys_of_no_known_shape_are_redacted_for_every_format() {
+    // Keys like Groq's `gsk_…` or a plain random string escape the generic secret pattern:
+    // each provider removes its own key from error bodies, whatever its shape.
+    let key = "plainkey0123456789ABCDEFGHIJKLMN";
+    let echo = format!(
+        r#"{{"error":{{"message":"Invalid API Key: {key}","type":"invalid_request_error","status":"UNAUTHENTICATED"}}}}"#
+    );
+    let server = Server::start(vec![Reply::json(401, echo.clone()); 3]);
+    let options = support::http_options();
+    let providers: Vec<Arc<dyn agentloop::llm::Provider>> = vec![
+        Arc::new(
+            agentloop::llm::openai::OpenAi::new(key)
+                .with_base_url(format!("{}/v1", server.url()))
+                .with_http_options(options.clone()),
+        ),
+        Arc::new(
+            agentloop::llm::openai_chat::OpenAiChat::compatible(format!("{}/v1", server.url()))
+                .with_api_key(key)
+                .with_http_options(options.clone()),
+        ),
+        Arc::new(
+            agentloop::llm::gemini::Gemini::new(key)
+                .with_base_url(server.url())
+                .with_http_options(options),
+        ),
+    ];
+    for provider in providers {
+        let id = provider.id().to_string();
+        let mut client = Client::new().with_retry_policy(RetryPolicy::none());
+        client.register(provider);
+        let err = client.complete(&request()).unwrap_err();
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains(key), "{id}: {shown}");
+        assert!(shown.contains("[REDACTED]"), "{id}: {shown}");
+    }
+}
+
+#[test]
 fn from_vars_registers_every_configured_wire_format_pointed_at_its_base_url() {
     let openai = Server::start(vec![Reply::sse_file(capture(
         "openai-responses/text_basic.sse",

@@ -182,7 +182,9 @@ impl WireFormat for Gemini {
     }
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {
-        gemini_error(Some(status), headers, body)
+        // A server that echoes the key must not put it in an error, whatever its shape.
+        let body = http::redact_key(body, &self.api_key);
+        gemini_error(Some(status), headers, &body)
     }
 }
 

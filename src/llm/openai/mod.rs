@@ -169,7 +169,9 @@ impl WireFormat for OpenAi {
     }
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {
-        openai_error(ID, Some(status), headers, body)
+        // A server that echoes the key must not put it in an error, whatever its shape.
+        let body = http::redact_key(body, &self.api_key);
+        openai_error(ID, Some(status), headers, &body)
     }
 }
 

@@ -208,7 +208,13 @@ impl WireFormat for OpenAiChat {
     }
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {
-        let error = openai_error(&self.id, Some(status), headers, body);
+        // A server that echoes the key must not put it in an error, whatever its shape
+        // (`gsk_…`, `fw_…` and plain keys escape the generic secret pattern).
+        let body = match &self.api_key {
+            Some(key) => http::redact_key(body, key),
+            None => std::borrow::Cow::Borrowed(body),
+        };
+        let error = openai_error(&self.id, Some(status), headers, &body);
         if status == 401 && self.api_key.is_none() {
             let message = format!(
                 "{} (no api key is configured for this provider)",
