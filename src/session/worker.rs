@@ -127,6 +127,15 @@ impl Worker {
                         error_kind: ErrorKind::Io.as_str().to_string(),
                         fatal: true,
                     });
+                    // Keep the history valid (every call answered) and end the input that
+                    // was running, as any other stop does.
+                    self.answer_open_calls();
+                    if lock(&self.shared.current_input).take().is_some() {
+                        self.events.emit(EventKind::ProcessingEnd {
+                            stop_reason: StopReason::Error,
+                            rounds: 0,
+                        });
+                    }
                     CloseReason::Error
                 })
             }
