@@ -36,9 +36,9 @@ fn row(name: impl Into<String>, value: String, target: &str) -> Row {
 }
 
 /// A provider wrapper that adds up the time spent inside `open` and the stream's `next`.
-struct Timed<P> {
-    inner: P,
-    nanos: Arc<AtomicU64>,
+pub(crate) struct Timed<P> {
+    pub(crate) inner: P,
+    pub(crate) nanos: Arc<AtomicU64>,
 }
 
 impl<P: Provider> Provider for Timed<P> {
@@ -80,7 +80,7 @@ impl Iterator for TimedStream {
     }
 }
 
-fn noop_tool() -> RegisteredTool {
+pub(crate) fn noop_tool() -> RegisteredTool {
     RegisteredTool::new(
         ToolDefinition {
             name: "noop".into(),

@@ -12,17 +12,17 @@ use std::time::{Duration, Instant};
 use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
 use agentloop::llm::anthropic::Anthropic;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
-use agentloop::llm::{Client, HttpOptions, Provider, Request, Role, StreamEvent};
+use agentloop::llm::{Client, HttpOptions, Provider, Request, Role};
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::{Session, SessionConfig, Transcript, Turn};
-use agentloop::tools::{self, RegisteredTool, ToolDefinition, ToolOutput};
-use agentloop::{CancelToken, Result};
+use agentloop::tools;
 use serde_json::json;
 
 use crate::server::{Reply, Server};
 use crate::session_sse::anthropic_sse;
 
 use crate::Row;
+use crate::loop_::{Timed, noop_tool};
 
 const ROUNDS: usize = 200;
 /// Runs of each variant, interleaved in rotating order; the rows report medians and
@@ -45,49 +45,6 @@ fn us(d: Duration) -> String {
 /// `a − b` in microseconds, signed (noise can make it negative).
 fn signed_us(a: Duration, b: Duration) -> f64 {
     (a.as_secs_f64() - b.as_secs_f64()) * 1e6
-}
-
-/// Adds up the time spent inside the provider (`open` and the stream's `next`).
-struct Timed<P> {
-    inner: P,
-    nanos: Arc<AtomicU64>,
-}
-
-impl<P: Provider> Provider for Timed<P> {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-
-    fn open(
-        &self,
-        request: &Request,
-        cancel: &CancelToken,
-    ) -> Result<Box<dyn Iterator<Item = Result<StreamEvent>> + Send>> {
-        let start = Instant::now();
-        let stream = self.inner.open(request, cancel);
-        self.nanos
-            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        let mut stream = stream?;
-        let nanos = self.nanos.clone();
-        Ok(Box::new(std::iter::from_fn(move || {
-            let start = Instant::now();
-            let item = stream.next();
-            nanos.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            item
-        })))
-    }
-}
-
-fn noop_tool() -> RegisteredTool {
-    RegisteredTool::new(
-        ToolDefinition {
-            name: "noop".into(),
-            description: "does nothing".into(),
-            parameters: json!({"type": "object"}),
-            freeform: None,
-        },
-        |_input, _ctx| Ok(ToolOutput::text("ok")),
-    )
 }
 
 /// One measured run: wall time and time inside the provider.
