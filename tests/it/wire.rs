@@ -481,6 +481,55 @@ fn echoed_keys_of_no_known_shape_are_redacted_for_every_format() {
 }
 
 #[test]
+fn in_stream_error_events_that_echo_a_key_of_no_known_shape_are_redacted() {
+    let key = "plainkey0123456789ABCDEFGHIJKLMN";
+    let chat = format!(
+        "data: {{\"id\":\"c1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"hi\"}}}}]}}\n\n\
+         data: {{\"error\":{{\"message\":\"upstream rejected key {key}\",\"type\":\"server_error\"}}}}\n\n"
+    );
+    let gemini = format!(
+        "data: {{\"candidates\":[{{\"content\":{{\"role\":\"model\",\"parts\":[{{\"text\":\"hi\"}}]}}}}]}}\r\n\r\n\
+         data: {{\"error\":{{\"code\":500,\"message\":\"upstream rejected key {key}\",\"status\":\"INTERNAL\"}}}}\r\n\r\n"
+    );
+    let responses = format!(
+        "event: response.created\ndata: {{\"type\":\"response.created\",\"response\":{{\"id\":\"resp_1\",\"model\":\"m\",\"status\":\"in_progress\"}}}}\n\n\
+         event: error\ndata: {{\"type\":\"error\",\"code\":\"server_error\",\"message\":\"upstream rejected key {key}\"}}\n\n"
+    );
+    let server = Server::start(vec![
+        Reply::sse(chat),
+        Reply::sse(gemini),
+        Reply::sse(responses),
+    ]);
+    let options = support::http_options();
+    let providers: Vec<Arc<dyn Provider>> = vec![
+        Arc::new(
+            agentloop::llm::openai_chat::OpenAiChat::compatible(format!("{}/v1", server.url()))
+                .with_api_key(key)
+                .with_http_options(options.clone()),
+        ),
+        Arc::new(
+            agentloop::llm::gemini::Gemini::new(key)
+                .with_base_url(server.url())
+                .with_http_options(options.clone()),
+        ),
+        Arc::new(
+            agentloop::llm::openai::OpenAi::new(key)
+                .with_base_url(format!("{}/v1", server.url()))
+                .with_http_options(options),
+        ),
+    ];
+    for provider in providers {
+        let id = provider.id().to_string();
+        let mut client = Client::new().with_retry_policy(RetryPolicy::none());
+        client.register(provider);
+        let err = client.complete(&request()).unwrap_err();
+        let shown = format!("{err} {err:?}");
+        assert!(shown.contains("upstream rejected key"), "{id}: {shown}");
+        assert!(!shown.contains(key), "{id}: {shown}");
+    }
+}
+
+#[test]
 fn from_vars_registers_every_configured_wire_format_pointed_at_its_base_url() {
     let openai = Server::start(vec![Reply::sse_file(capture(
         "openai-responses/text_basic.sse",

@@ -178,7 +178,7 @@ impl WireFormat for Gemini {
     }
 
     fn decoder(&self, _request: &Request) -> Box<dyn Decoder> {
-        Box::new(GeminiDecoder::new())
+        Box::new(GeminiDecoder::new().with_api_key(Some(self.api_key.clone())))
     }
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {

@@ -125,9 +125,17 @@ pub(crate) struct GeminiDecoder {
     finish_reason: Option<String>,
     blocked: Option<String>,
     failed: bool,
+    /// The provider's key, removed from in-stream error events that would echo it.
+    api_key: Option<String>,
 }
 
 impl GeminiDecoder {
+    /// Also removes `api_key` from in-stream error events (whatever the key's shape).
+    pub(crate) fn with_api_key(mut self, api_key: Option<String>) -> GeminiDecoder {
+        self.api_key = api_key;
+        self
+    }
+
     pub(crate) fn new() -> GeminiDecoder {
         GeminiDecoder {
             builder: ResponseBuilder::new(ID),
@@ -135,6 +143,7 @@ impl GeminiDecoder {
             finish_reason: None,
             blocked: None,
             failed: false,
+            api_key: None,
         }
     }
 
@@ -252,7 +261,8 @@ impl Decoder for GeminiDecoder {
         let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|e| malformed(ID, data, &e))?;
         if chunk.error.is_some() {
             self.failed = true;
-            return Err(gemini_error(None, &[], data));
+            let data = crate::llm::http::redact_key(data, self.api_key.as_deref().unwrap_or(""));
+            return Err(gemini_error(None, &[], &data));
         }
         self.builder.start(
             chunk.response_id.as_deref(),

@@ -165,7 +165,7 @@ impl WireFormat for OpenAi {
     }
 
     fn decoder(&self, _request: &Request) -> Box<dyn Decoder> {
-        Box::new(ResponsesDecoder::new(ID))
+        Box::new(ResponsesDecoder::new(ID).with_api_key(Some(self.api_key.clone())))
     }
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {

@@ -161,9 +161,17 @@ pub(crate) struct ResponsesDecoder {
     items: Vec<OpenItem>,
     refusal: String,
     failed: bool,
+    /// The provider's key, removed from in-stream error messages that would echo it.
+    api_key: Option<String>,
 }
 
 impl ResponsesDecoder {
+    /// Also removes `api_key` from in-stream error messages (whatever the key's shape).
+    pub(crate) fn with_api_key(mut self, api_key: Option<String>) -> ResponsesDecoder {
+        self.api_key = api_key;
+        self
+    }
+
     pub(crate) fn new(provider: &str) -> ResponsesDecoder {
         ResponsesDecoder {
             builder: ResponseBuilder::new(provider),
@@ -171,6 +179,7 @@ impl ResponsesDecoder {
             items: Vec::new(),
             refusal: String::new(),
             failed: false,
+            api_key: None,
         }
     }
 
@@ -382,12 +391,14 @@ impl ResponsesDecoder {
             Some(e) => (e.kind, e.code.or(code), e.message.or(message)),
             None => (None, code, message),
         };
+        let message = message.unwrap_or_else(|| "the stream reported an error".to_string());
+        let message = crate::llm::http::redact_key(&message, self.api_key.as_deref().unwrap_or(""));
         provider_error(
             &self.provider,
             None,
             code.as_ref(),
             kind.as_deref(),
-            message.as_deref().unwrap_or("the stream reported an error"),
+            &message,
         )
     }
 }

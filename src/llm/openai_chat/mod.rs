@@ -204,7 +204,7 @@ impl WireFormat for OpenAiChat {
     }
 
     fn decoder(&self, _request: &Request) -> Box<dyn Decoder> {
-        Box::new(ChatDecoder::new(&self.id))
+        Box::new(ChatDecoder::new(&self.id).with_api_key(self.api_key.clone()))
     }
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {

@@ -119,9 +119,17 @@ pub(crate) struct ChatDecoder {
     finish_reason: Option<String>,
     done: bool,
     failed: bool,
+    /// The provider's key, removed from in-stream error events that would echo it.
+    api_key: Option<String>,
 }
 
 impl ChatDecoder {
+    /// Also removes `api_key` from in-stream error events (whatever the key's shape).
+    pub(crate) fn with_api_key(mut self, api_key: Option<String>) -> ChatDecoder {
+        self.api_key = api_key;
+        self
+    }
+
     pub(crate) fn new(provider: &str) -> ChatDecoder {
         ChatDecoder {
             builder: ResponseBuilder::new(provider),
@@ -133,6 +141,7 @@ impl ChatDecoder {
             finish_reason: None,
             done: false,
             failed: false,
+            api_key: None,
         }
     }
 
@@ -239,13 +248,15 @@ impl Decoder for ChatDecoder {
         }
         if event.event.as_deref() == Some("error") {
             self.failed = true;
-            return Err(openai_error(&self.provider, None, &[], data));
+            let data = crate::llm::http::redact_key(data, self.api_key.as_deref().unwrap_or(""));
+            return Err(openai_error(&self.provider, None, &[], &data));
         }
         let chunk: Chunk<'_> =
             serde_json::from_str(data).map_err(|e| malformed(&self.provider, data, &e))?;
         if chunk.error.is_some() {
             self.failed = true;
-            return Err(openai_error(&self.provider, None, &[], data));
+            let data = crate::llm::http::redact_key(data, self.api_key.as_deref().unwrap_or(""));
+            return Err(openai_error(&self.provider, None, &[], &data));
         }
         self.builder
             .start(chunk.id.as_deref(), chunk.model.as_deref(), out);
