@@ -35,10 +35,10 @@ fn captures() -> Vec<Vec<u8>> {
 /// The `.sse` captures of one folder of the conformance corpus, sorted by name.
 fn captures_in(folder: &str) -> Vec<Vec<u8>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/conformance")
+        .join("tests/data/conformance")
         .join(folder);
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the conformance corpus beside the crate")
+        .expect("the conformance corpus in tests/data/conformance")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "sse"))
         .collect();

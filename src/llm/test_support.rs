@@ -12,9 +12,9 @@ use crate::llm::http::{Decoder, WireFormat};
 use crate::llm::sse;
 use crate::llm::{FinishKind, Response, StreamEvent, ToolKind};
 
-/// `../shared/conformance` next to the crate.
+/// `tests/data/conformance`: the repository's copy of the recorded corpus (reference copy: `../shared/conformance`).
 pub(crate) fn conformance_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance")
 }
 
 /// The recorded bodies in `dir` (a folder of the corpus) with their expected results.

@@ -1,5 +1,5 @@
 //! The apply_patch tool on real files: the data-driven cases in tests/data/apply_patch, the
-//! Codex conformance scenarios in ../shared/conformance/apply_patch (run in place), and the
+//! Codex conformance scenarios in tests/data/conformance/apply_patch (run in place), and the
 //! all-or-nothing guarantees.
 
 use std::fs;
@@ -34,7 +34,7 @@ fn every_apply_patch_data_case_gives_its_expected_tree_or_error() {
 }
 
 fn conformance_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/apply_patch")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance/apply_patch")
 }
 
 #[test]

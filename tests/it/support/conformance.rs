@@ -1,5 +1,5 @@
 //! A format-agnostic checker that compares a decoded [`Response`] (or [`Error`]) with a
-//! recorded stream's `.expected.json` in `../shared/conformance` (read in place, never
+//! recorded stream's `.expected.json` in `tests/data/conformance` (read in place, never
 //! copied or edited).
 //!
 //! What is compared, field by field (a field absent from the expected file is not checked):
@@ -36,9 +36,9 @@ use agentloop::Error;
 use agentloop::llm::{ContentPart, FinishKind, Response};
 use serde_json::Value;
 
-/// `../shared/conformance`, beside the crate.
+/// `tests/data/conformance`: the repository's copy of the recorded corpus (reference copy: `../shared/conformance`).
 pub fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance")
 }
 
 /// The files in `dir()/sub` whose names end with `suffix`, sorted.

@@ -1,6 +1,6 @@
 //! Scripted model turns in each native wire format: SSE bodies for "a turn with text" and
 //! "a turn with tool calls", for the loopback server to replay. OpenAI Responses, Anthropic
-//! Messages and Gemini; shaped after the recorded streams in `../shared/conformance`.
+//! Messages and Gemini; shaped after the recorded streams in `tests/data/conformance`.
 
 use serde_json::{Value, json};
 
