@@ -12,6 +12,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::cancel::CancelToken;
 
+// The MCP client and the remote execution environment (this round) start their children here.
+#[allow(dead_code)]
+mod child;
 mod env;
 mod files;
 mod local;

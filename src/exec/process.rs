@@ -260,7 +260,7 @@ impl OpenPipes {
 
 /// The spawned shell and its process group. Dropping it before the shell was reaped (an
 /// early return or a panic) kills the group and reaps the shell.
-struct Group {
+pub(super) struct Group {
     child: Child,
     pgid: libc::pid_t,
     reaped: bool,
@@ -269,7 +269,7 @@ struct Group {
 }
 
 impl Group {
-    fn new(child: Child) -> Group {
+    pub(super) fn new(child: Child) -> Group {
         // A pid always fits in pid_t; the cast only changes the Rust type.
         let pgid = child.id() as libc::pid_t;
         Group {
@@ -280,8 +280,18 @@ impl Group {
         }
     }
 
+    /// The child's pid, which is also the group's id.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child's status once reaped; `None` before, or if someone else reaped it.
+    pub(super) fn status(&self) -> Option<ExitStatus> {
+        self.status
+    }
+
     /// Reaps the shell if it has exited. Returns whether it has been reaped.
-    fn try_reap(&mut self) -> bool {
+    pub(super) fn try_reap(&mut self) -> bool {
         if self.reaped {
             return true;
         }
@@ -326,7 +336,7 @@ impl Group {
 
     /// SIGTERM to the group; SIGKILL once `grace` has passed with the shell or another live
     /// member still there; then waits (bounded) for the shell to be reaped.
-    fn terminate(&mut self, grace: Duration) {
+    pub(super) fn terminate(&mut self, grace: Duration) {
         self.signal(libc::SIGTERM);
         if self.wait_for_group_end(Instant::now() + grace) {
             return;
@@ -367,7 +377,7 @@ impl Group {
     }
 
     /// Whether a process of the group is alive (not a zombie).
-    fn has_live_members(&self) -> bool {
+    pub(super) fn has_live_members(&self) -> bool {
         // SAFETY: signal 0 only checks that the group exists and may be signalled.
         let exists = unsafe { libc::killpg(self.pgid, 0) } == 0
             || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
@@ -462,7 +472,7 @@ fn read_pipe<P: Read + AsRawFd>(
 }
 
 /// Waits up to `timeout_ms` for `fd` to have data or reach end-of-file.
-fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
+pub(super) fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,

@@ -1,0 +1,247 @@
+//! A long-lived child process that is talked to over its stdin and stdout (an MCP server,
+//! an exec-server behind `ssh`): spawned in its own process group with the same hygiene as
+//! commands, its stderr kept as a bounded tail, and the whole group ended with it.
+//!
+//! It never installs a signal handler and never waits on a process it did not spawn.
+//! Dropping a [`StdioChild`] ends its group (SIGTERM, a short grace, SIGKILL), reaps the
+//! child and joins the stderr reader, so nothing it started outlives it.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use super::process::{Group, readable};
+
+/// How much of the child's stderr is kept (the newest bytes).
+pub(crate) const STDERR_TAIL: usize = 16 * 1024;
+/// The grace between SIGTERM and SIGKILL when a child is dropped.
+const DROP_GRACE: Duration = Duration::from_millis(500);
+
+/// What to start.
+pub(crate) struct StdioChildSpec<'a> {
+    /// The program (looked up on the `PATH` of `env` when it has no slash).
+    pub program: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// Where it runs; the parent's working directory when `None`.
+    pub cwd: Option<&'a Path>,
+    /// Its whole environment (nothing is inherited beyond this map).
+    pub env: &'a BTreeMap<String, String>,
+    /// A name for the stderr reader thread (`agentloop-stderr-<name>`).
+    pub name: &'a str,
+}
+
+/// A running child in its own process group, with piped stdin and stdout.
+pub(crate) struct StdioChild {
+    group: Group,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildStdout>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stop: Arc<AtomicBool>,
+    reader: Option<thread::JoinHandle<()>>,
+}
+
+impl StdioChild {
+    /// Spawns the child. `Err` when it cannot be started (no such program, no permission).
+    pub(crate) fn spawn(spec: &StdioChildSpec<'_>) -> io::Result<StdioChild> {
+        let mut command = Command::new(spec.program);
+        command
+            .args(spec.args)
+            .env_clear()
+            .envs(spec.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(cwd) = spec.cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command.spawn().map_err(|e| {
+            io::Error::new(e.kind(), format!("failed to spawn `{}`: {e}", spec.program))
+        })?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let stderr_pipe = child.stderr.take();
+        let group = Group::new(child);
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = match stderr_pipe {
+            Some(pipe) => {
+                let (tail, stop) = (Arc::clone(&stderr), Arc::clone(&stop));
+                Some(
+                    thread::Builder::new()
+                        .name(format!("agentloop-stderr-{}", spec.name))
+                        .stack_size(64 * 1024)
+                        .spawn(move || keep_tail(pipe, &tail, &stop))?,
+                )
+            }
+            None => None,
+        };
+        Ok(StdioChild {
+            group,
+            stdin,
+            stdout,
+            stderr,
+            stop,
+            reader,
+        })
+    }
+
+    /// The child's stdin (once).
+    pub(crate) fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// The child's stdout (once).
+    pub(crate) fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.stdout.take()
+    }
+
+    /// The newest bytes the child wrote to stderr, as text.
+    pub(crate) fn stderr_tail(&self) -> String {
+        let tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&tail).into_owned()
+    }
+
+    /// The child's process id (also its process group id).
+    pub(crate) fn id(&self) -> u32 {
+        self.group.pid()
+    }
+
+    /// The child's exit status if it has exited (reaping it), `None` while it runs.
+    pub(crate) fn try_exited(&mut self) -> Option<ExitStatus> {
+        if self.group.try_reap() {
+            self.group.status()
+        } else {
+            None
+        }
+    }
+
+    /// Ends the whole group: SIGTERM, `grace`, SIGKILL; reaps the child and joins the
+    /// stderr reader. Returns the child's status when it could be read.
+    pub(crate) fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
+        // Closing stdin first lets a well-behaved server exit on end-of-file.
+        self.stdin.take();
+        // A group that is already gone is not signalled: its id may have been reused.
+        if !self.group.try_reap() || self.group.has_live_members() {
+            self.group.terminate(grace);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.group.status()
+    }
+}
+
+impl Drop for StdioChild {
+    fn drop(&mut self) {
+        self.terminate(DROP_GRACE);
+    }
+}
+
+/// Reads `pipe` until end-of-file or `stop`, keeping the newest [`STDERR_TAIL`] bytes.
+fn keep_tail(mut pipe: impl Read + AsRawFd, tail: &Mutex<Vec<u8>>, stop: &AtomicBool) {
+    let mut buf = [0u8; 4096];
+    while !stop.load(Ordering::SeqCst) {
+        if !readable(pipe.as_raw_fd(), 25) {
+            continue;
+        }
+        match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > STDERR_TAIL {
+                    let excess = tail.len() - STDERR_TAIL;
+                    tail.drain(..excess);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+
+    fn env() -> BTreeMap<String, String> {
+        BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())])
+    }
+
+    #[test]
+    fn a_child_echoes_over_its_pipes_and_keeps_its_stderr_tail() {
+        let env = env();
+        let args = [
+            "-c".to_string(),
+            "echo oops >&2; while read l; do echo \"got $l\"; done".to_string(),
+        ];
+        let mut child = StdioChild::spawn(&StdioChildSpec {
+            program: "bash",
+            args: &args,
+            cwd: None,
+            env: &env,
+            name: "test",
+        })
+        .unwrap();
+        let mut stdin = child.take_stdin().unwrap();
+        let mut stdout = BufReader::new(child.take_stdout().unwrap());
+        writeln!(stdin, "hello").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "got hello\n");
+        drop(stdin);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while child.try_exited().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "child did not exit on EOF"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+        child.terminate(Duration::from_millis(100));
+        assert!(child.stderr_tail().contains("oops"));
+    }
+
+    #[test]
+    fn dropping_a_child_ends_its_whole_group() {
+        let env = env();
+        let args = ["-c".to_string(), "sleep 30 & echo $!; wait".to_string()];
+        let mut child = StdioChild::spawn(&StdioChildSpec {
+            program: "bash",
+            args: &args,
+            cwd: None,
+            env: &env,
+            name: "test",
+        })
+        .unwrap();
+        let mut stdout = BufReader::new(child.take_stdout().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let grandchild: i32 = line.trim().parse().unwrap();
+        drop(child);
+        // Gone, or a zombie waiting for init to reap it.
+        let stat = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .chars()
+            .next();
+        assert!(
+            matches!(state, None | Some('Z')),
+            "the background job outlived its group: {stat}"
+        );
+    }
+}
