@@ -89,6 +89,7 @@ pub mod cancel;
 pub mod error;
 pub mod exec;
 pub mod llm;
+pub mod mcp;
 pub mod profiles;
 pub mod prompt;
 pub mod session;

@@ -1,0 +1,1 @@
+//! The official conformance runner against our client.

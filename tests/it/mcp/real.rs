@@ -1,0 +1,1 @@
+//! The official MCP servers installed by `.ci/run`.
