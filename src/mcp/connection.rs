@@ -199,10 +199,11 @@ impl Connection {
         let modern = match &probe {
             Ok(_) => true,
             Err(RpcFailure::Error { code, .. }) => *code == UNSUPPORTED_PROTOCOL_VERSION,
-            Err(RpcFailure::Cancelled | RpcFailure::Closed(_) | RpcFailure::Send(_)) => {
+            Err(RpcFailure::Cancelled | RpcFailure::Closed(_)) => {
                 return Err(probe.unwrap_err());
             }
-            Err(RpcFailure::Timeout(_)) => false,
+            // An HTTP server of the handshake era may refuse the probe with a 400.
+            Err(RpcFailure::Timeout(_) | RpcFailure::Send(_)) => false,
         };
         let info = if modern {
             let result = probe.unwrap_or(Value::Null);
