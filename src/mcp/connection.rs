@@ -160,8 +160,6 @@ impl Inbound {
 pub(crate) struct ServerInfo {
     /// The revision in use.
     pub version: String,
-    /// `serverInfo.name`, if given.
-    pub name: String,
 }
 
 /// A live connection to one server.
@@ -170,7 +168,6 @@ pub(crate) struct Connection {
     inbound: Arc<Inbound>,
     next_id: AtomicU64,
     modern: AtomicBool,
-    info: Mutex<Option<ServerInfo>>,
 }
 
 impl Connection {
@@ -181,7 +178,6 @@ impl Connection {
             inbound,
             next_id: AtomicU64::new(1),
             modern: AtomicBool::new(false),
-            info: Mutex::new(None),
         }
     }
 
@@ -197,7 +193,12 @@ impl Connection {
         let left = deadline.saturating_duration_since(Instant::now());
         let probe = self.request("server/discover", json!({}), left.min(PROBE_TIMEOUT), cancel);
         let modern = match &probe {
-            Ok(_) => true,
+            // A handshake-era server may answer any method with an empty result: only an
+            // answer naming this revision counts.
+            Ok(result) => result
+                .get("supportedVersions")
+                .and_then(Value::as_array)
+                .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION)),
             Err(RpcFailure::Error { code, .. }) => *code == UNSUPPORTED_PROTOCOL_VERSION,
             Err(RpcFailure::Cancelled | RpcFailure::Closed(_)) => {
                 return Err(probe.unwrap_err());
@@ -206,10 +207,8 @@ impl Connection {
             Err(RpcFailure::Timeout(_) | RpcFailure::Send(_)) => false,
         };
         let info = if modern {
-            let result = probe.unwrap_or(Value::Null);
             ServerInfo {
                 version: MODERN_VERSION.to_string(),
-                name: server_name(&result),
             }
         } else {
             self.modern.store(false, Ordering::SeqCst);
@@ -234,12 +233,8 @@ impl Connection {
             }
             self.out.set_version(&version);
             self.notify("notifications/initialized", json!({}))?;
-            ServerInfo {
-                version,
-                name: server_name(&result),
-            }
+            ServerInfo { version }
         };
-        *lock(&self.info) = Some(info.clone());
         Ok(info)
     }
 
@@ -386,13 +381,4 @@ fn wait(
 
 fn client_info() -> Value {
     json!({"name": "agentloop", "version": env!("CARGO_PKG_VERSION")})
-}
-
-fn server_name(result: &Value) -> String {
-    result
-        .get("serverInfo")
-        .and_then(|i| i.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }

@@ -21,6 +21,12 @@ use crate::llm::sse;
 /// The largest JSON body read from a server: 64 MiB.
 const MAX_BODY: u64 = 64 * 1024 * 1024;
 
+/// How many times one SSE answer stream is resumed after it ended early.
+const MAX_RESUMES: usize = 5;
+
+/// An SSE stream ended before the awaited answer.
+struct Ended;
+
 /// The HTTP side of a [`Connection`].
 pub(crate) struct HttpTransport {
     url: String,
@@ -102,7 +108,7 @@ impl HttpTransport {
         let want = message.get("id").and_then(Value::as_u64);
         if content_type.starts_with("text/event-stream") && (200..300).contains(&status) {
             let reader = response.into_body().into_reader();
-            return self.read_stream(reader, want);
+            return self.follow_stream(&agent, reader, want, cancel);
         }
         let mut text = String::new();
         let read = response
@@ -151,21 +157,80 @@ impl HttpTransport {
         answered
     }
 
-    /// Reads SSE events until the answer to `want` arrives or the stream ends.
-    fn read_stream(&self, mut reader: impl Read, want: Option<u64>) -> Result<(), String> {
+    /// Reads the SSE stream; when it ends before the answer to `want` after giving event
+    /// ids, resumes it with a GET and `Last-Event-ID` after the server's `retry` delay (at
+    /// most [`MAX_RESUMES`] times).
+    fn follow_stream(
+        &self,
+        agent: &ureq::Agent,
+        reader: impl Read,
+        want: Option<u64>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<(), String> {
         let mut parser = sse::Parser::new();
+        let mut last_id = None;
+        let mut outcome = self.read_stream(reader, want, &mut parser, &mut last_id);
+        for _ in 0..MAX_RESUMES {
+            let Err(Ended) = outcome else { break };
+            let Some(id) = last_id.clone() else { break };
+            let delay = Duration::from_millis(parser.retry().unwrap_or(1000).min(30_000));
+            match cancel {
+                Some(cancel) if cancel.wait_timeout(delay) => return Err("cancelled".to_string()),
+                Some(_) => {}
+                None => std::thread::sleep(delay),
+            }
+            let mut request = agent
+                .get(&self.url)
+                .header("accept", "text/event-stream")
+                .header("last-event-id", id.as_str());
+            let version = lock(&self.version).clone();
+            if !version.is_empty() {
+                request = request.header("mcp-protocol-version", version.as_str());
+            }
+            if let Some(session) = lock(&self.session_id).clone() {
+                request = request.header("mcp-session-id", session.as_str());
+            }
+            let response = request
+                .call()
+                .map_err(|e| format!("resuming the SSE stream failed: {e}"))?;
+            if !(200..300).contains(&response.status().as_u16()) {
+                return Err(format!(
+                    "resuming the SSE stream failed: HTTP {}",
+                    response.status().as_u16()
+                ));
+            }
+            parser = sse::Parser::new();
+            let reader = response.into_body().into_reader();
+            outcome = self.read_stream(reader, want, &mut parser, &mut last_id);
+        }
+        outcome.or_else(|Ended| match want {
+            Some(_) => Err("the SSE stream ended without an answer".to_string()),
+            None => Ok(()),
+        })
+    }
+
+    /// Reads SSE events until the answer to `want` arrives (`Ok`) or the stream ends.
+    fn read_stream(
+        &self,
+        mut reader: impl Read,
+        want: Option<u64>,
+        parser: &mut sse::Parser,
+        last_id: &mut Option<String>,
+    ) -> Result<(), Ended> {
         let mut events = Vec::new();
         let mut buf = vec![0u8; 16 * 1024];
         loop {
-            let n = reader
-                .read(&mut buf)
-                .map_err(|e| format!("reading the SSE stream failed: {e}"))?;
+            // A broken stream is resumable like an ended one.
+            let n = reader.read(&mut buf).unwrap_or(0);
             if n == 0 {
                 parser.finish(&mut events);
             } else {
                 parser.feed(&buf[..n], &mut events);
             }
             for event in events.drain(..) {
+                if event.id.is_some() {
+                    last_id.clone_from(&event.id);
+                }
                 if event.data.trim().is_empty() {
                     continue;
                 }
@@ -177,10 +242,7 @@ impl HttpTransport {
                 }
             }
             if n == 0 {
-                return match want {
-                    Some(_) => Err("the SSE stream ended without an answer".to_string()),
-                    None => Ok(()),
-                };
+                return Err(Ended);
             }
         }
     }
