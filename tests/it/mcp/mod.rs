@@ -1,6 +1,7 @@
 //! The MCP client: our scripted fake server (faults, both eras), the official servers
 //! installed by `.ci/run`, and the official conformance runner.
 
+mod cli;
 mod conformance;
 mod fake;
 mod real;
