@@ -46,11 +46,15 @@ fn sample(schema: &Value) -> Value {
 }
 
 fn main() {
-    let Some(url) = std::env::args().nth(1).filter(|a| a.starts_with("http")) else {
+    // The runner appends the URL as the last argument.
+    let Some(url) = std::env::args()
+        .skip(1)
+        .next_back()
+        .filter(|a| a.starts_with("http"))
+    else {
         eprintln!("usage: mcp_client <server URL>");
         std::process::exit(2);
     };
-    let url = std::env::args().last().unwrap_or(url);
     // First answer: call every MCP tool offered; then stop.
     let model = ScriptedModel::dynamic(|request| {
         if request.messages.iter().any(|m| m.role == Role::Tool) {
@@ -73,7 +77,10 @@ fn main() {
         }
     };
     for status in session.mcp_servers() {
-        eprintln!("server {}: {:?}, {} tools", status.name, status.state, status.tools);
+        eprintln!(
+            "server {}: {:?}, {} tools",
+            status.name, status.state, status.tools
+        );
         if status.state != McpServerState::Ready {
             std::process::exit(1);
         }

@@ -74,7 +74,11 @@ pub fn run() -> Vec<Row> {
     let mut registry = ToolRegistry::new();
     let warnings = servers.prepare(&mut registry);
     if !warnings.is_empty() {
-        return vec![row("server-everything", format!("failed: {warnings:?}"), "")];
+        return vec![row(
+            "server-everything",
+            format!("failed: {warnings:?}"),
+            "",
+        )];
     }
     let env = LocalExecutionEnvironment::new(std::env::temp_dir());
     let cancel = CancelToken::new();

@@ -88,7 +88,10 @@ impl Inbound {
         let Value::Object(mut message) = message else {
             return;
         };
-        let method = message.get("method").and_then(Value::as_str).map(str::to_owned);
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let id = message.remove("id");
         match (method, id) {
             (None, Some(id)) => {
@@ -191,7 +194,12 @@ impl Connection {
         self.modern.store(true, Ordering::SeqCst);
         self.out.set_version(MODERN_VERSION);
         let left = deadline.saturating_duration_since(Instant::now());
-        let probe = self.request("server/discover", json!({}), left.min(PROBE_TIMEOUT), cancel);
+        let probe = self.request(
+            "server/discover",
+            json!({}),
+            left.min(PROBE_TIMEOUT),
+            cancel,
+        );
         let modern = match &probe {
             // A handshake-era server may answer any method with an empty result: only an
             // answer naming this revision counts.
@@ -346,7 +354,8 @@ impl Connection {
     /// Ends the transport (and the server).
     pub(crate) fn shutdown(&self) {
         self.out.shutdown();
-        self.inbound.close("the client shut the connection down".to_string());
+        self.inbound
+            .close("the client shut the connection down".to_string());
     }
 }
 

@@ -104,7 +104,9 @@ impl HttpTransport {
                 *lock(&self.session_id) = Some(id);
             }
         }
-        let content_type = header("content-type").unwrap_or_default().to_ascii_lowercase();
+        let content_type = header("content-type")
+            .unwrap_or_default()
+            .to_ascii_lowercase();
         let want = message.get("id").and_then(Value::as_u64);
         if content_type.starts_with("text/event-stream") && (200..300).contains(&status) {
             let reader = response.into_body().into_reader();
@@ -134,7 +136,8 @@ impl HttpTransport {
             return Ok(());
         }
         if status == 404 && lock(&self.session_id).is_some() {
-            self.inbound.close("the server ended the MCP session (HTTP 404)".to_string());
+            self.inbound
+                .close("the server ended the MCP session (HTTP 404)".to_string());
         }
         let excerpt: String = text.chars().take(200).collect();
         Err(format!("HTTP {status}: {excerpt}"))

@@ -126,8 +126,14 @@ mod tests {
     #[test]
     fn names_are_prefixed_sanitised_and_bounded() {
         let none = BTreeSet::new();
-        assert_eq!(tool_name("everything", "echo", &none), "mcp__everything__echo");
-        assert_eq!(tool_name("my server", "get.time", &none), "mcp__my_server__get_time");
+        assert_eq!(
+            tool_name("everything", "echo", &none),
+            "mcp__everything__echo"
+        );
+        assert_eq!(
+            tool_name("my server", "get.time", &none),
+            "mcp__my_server__get_time"
+        );
         let long = "x".repeat(100);
         let name = tool_name("fake", &long, &none);
         assert_eq!(name.len(), MAX_TOOL_NAME);
@@ -140,10 +146,16 @@ mod tests {
     fn a_taken_name_gets_a_hash_suffix() {
         let taken = BTreeSet::from(["mcp__a_b__c".to_string()]);
         let name = tool_name("a b", "c", &taken);
-        assert!(name.starts_with("mcp__a_b__c_") && name.len() == 20, "{name}");
+        assert!(
+            name.starts_with("mcp__a_b__c_") && name.len() == 20,
+            "{name}"
+        );
         let both = BTreeSet::from(["mcp__a_b__c".to_string(), name.clone()]);
         let third = tool_name("a b", "c", &both);
-        assert!(!both.contains(&third) && third.len() <= MAX_TOOL_NAME, "{third}");
+        assert!(
+            !both.contains(&third) && third.len() <= MAX_TOOL_NAME,
+            "{third}"
+        );
     }
 
     #[test]

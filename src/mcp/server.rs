@@ -41,11 +41,9 @@ impl ServerHandle {
     fn start(&self) -> Started {
         let deadline = Instant::now() + self.config.startup_timeout;
         let conn = match (&self.config.url, &self.config.command) {
-            (Some(url), _) => super::http::connect(
-                url,
-                self.config.startup_timeout,
-                self.config.call_timeout,
-            ),
+            (Some(url), _) => {
+                super::http::connect(url, self.config.startup_timeout, self.config.call_timeout)
+            }
             (None, Some(command)) => super::stdio::connect(&self.config, command)
                 .map_err(|e| format!("could not start: {e}"))?,
             (None, None) => return Err("neither a command nor a url is configured".to_string()),
@@ -95,7 +93,11 @@ impl ServerHandle {
                 "the MCP server `{name}` answered with error {code}: {message}"
             )),
             Err(why @ (RpcFailure::Closed(_) | RpcFailure::Send(_))) => {
-                let left = self.config.max_restarts - self.restarts.load(Ordering::SeqCst).min(self.config.max_restarts);
+                let left = self.config.max_restarts
+                    - self
+                        .restarts
+                        .load(Ordering::SeqCst)
+                        .min(self.config.max_restarts);
                 let next = if left > 0 && !self.closed.load(Ordering::SeqCst) {
                     "it is restarted for the next call"
                 } else {

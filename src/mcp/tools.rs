@@ -55,7 +55,10 @@ pub(crate) fn register(
         let name = tool_name(&server.config.name, &tool.name, &taken);
         taken.insert(name.clone());
         let description = if tool.description.is_empty() {
-            format!("Tool `{}` of the MCP server `{}`.", tool.name, server.config.name)
+            format!(
+                "Tool `{}` of the MCP server `{}`.",
+                tool.name, server.config.name
+            )
         } else {
             tool.description.clone()
         };
@@ -109,8 +112,7 @@ pub(crate) fn map_result(result: &Value) -> Result<ToolOutput, String> {
             "image" => {
                 let mime = text("mimeType");
                 let decoded: Option<ImageData> =
-                    serde_json::from_value(json!({"data": text("data"), "media_type": mime}))
-                        .ok();
+                    serde_json::from_value(json!({"data": text("data"), "media_type": mime})).ok();
                 match decoded {
                     Some(data) if image.is_none() => {
                         image = Some(data);

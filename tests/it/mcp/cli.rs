@@ -38,7 +38,13 @@ fn the_cli_offers_calls_and_returns_a_server_everything_tool() {
     let home = tempfile::tempdir().unwrap();
     let mut command = Command::new(example_binary("agent"));
     command
-        .args(["--provider", "anthropic", "--base-url", &server.url(), "--json"])
+        .args([
+            "--provider",
+            "anthropic",
+            "--base-url",
+            &server.url(),
+            "--json",
+        ])
         .arg("--cwd")
         .arg(work.path())
         .arg("--mcp-config")

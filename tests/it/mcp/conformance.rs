@@ -36,7 +36,11 @@ fn run_scenario(scenario: &str) {
         "conformance scenario {scenario} failed:\n{}",
         ran.all_output()
     );
-    assert!(ran.all_output().contains("OVERALL: PASSED"), "{}", ran.all_output());
+    assert!(
+        ran.all_output().contains("OVERALL: PASSED"),
+        "{}",
+        ran.all_output()
+    );
 }
 
 #[test]

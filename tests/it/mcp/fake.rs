@@ -59,8 +59,13 @@ fn tools_are_offered_with_provider_safe_names_and_schemas_and_called() {
     let events = collect_input(&mut h.events);
     let requests = h.model.requests();
     let names = offered(&requests[0]);
-    for expected in ["echo", "add", "crash", "big", "slow", "hang", "grow", "image"] {
-        assert!(names.contains(&format!("mcp__fake__{expected}")), "{names:?}");
+    for expected in [
+        "echo", "add", "crash", "big", "slow", "hang", "grow", "image",
+    ] {
+        assert!(
+            names.contains(&format!("mcp__fake__{expected}")),
+            "{names:?}"
+        );
     }
     // The 100-character name: cut to 64 bytes with a hash suffix, and callable.
     let long_name = names
@@ -68,7 +73,11 @@ fn tools_are_offered_with_provider_safe_names_and_schemas_and_called() {
         .find(|n| n.starts_with("mcp__fake__ttt"))
         .expect("the long-named tool");
     assert_eq!(long_name.len(), MAX_TOOL_NAME, "{long_name}");
-    assert!(long_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+    assert!(
+        long_name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    );
     assert!(!names.contains(&format!("mcp__fake__{long}")));
     // The schema providers reject, cleaned.
     let schema = &requests[0]
@@ -78,7 +87,10 @@ fn tools_are_offered_with_provider_safe_names_and_schemas_and_called() {
         .unwrap()
         .parameters;
     let text = schema.to_string();
-    assert!(!text.contains("$schema") && !text.contains("\"not\""), "{text}");
+    assert!(
+        !text.contains("$schema") && !text.contains("\"not\""),
+        "{text}"
+    );
     assert!(schema.get("additionalProperties").is_none(), "{text}");
     assert_eq!(schema["properties"]["value"]["type"], "string", "{text}");
     // The calls and their results.
@@ -129,7 +141,10 @@ fn a_server_that_only_speaks_2025_06_18_is_used_through_the_handshake() {
             ScriptedTurn::tool_call("mcp__old__echo", json!({"text": "old era"})),
             ScriptedTurn::text("done"),
         ],
-        vec![fake("old", &["--era", "legacy", "--log", log.to_str().unwrap()])],
+        vec![fake(
+            "old",
+            &["--era", "legacy", "--log", log.to_str().unwrap()],
+        )],
     );
     h.session.submit("go").unwrap();
     collect_input(&mut h.events);
@@ -156,7 +171,10 @@ fn a_server_that_only_speaks_2026_07_28_gets_discover_and_meta_on_every_request(
             ScriptedTurn::tool_call("mcp__new__echo", json!({"text": "new era"})),
             ScriptedTurn::text("done"),
         ],
-        vec![fake("new", &["--era", "modern", "--log", log.to_str().unwrap()])],
+        vec![fake(
+            "new",
+            &["--era", "modern", "--log", log.to_str().unwrap()],
+        )],
     );
     h.session.submit("go").unwrap();
     collect_input(&mut h.events);
@@ -167,8 +185,14 @@ fn a_server_that_only_speaks_2026_07_28_gets_discover_and_meta_on_every_request(
     assert_eq!(sent, ["server/discover", "tools/list", "tools/call"]);
     for message in &messages {
         let meta = &message["params"]["_meta"];
-        assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
-        assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "agentloop");
+        assert_eq!(
+            meta["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        assert_eq!(
+            meta["io.modelcontextprotocol/clientInfo"]["name"],
+            "agentloop"
+        );
         assert!(meta["io.modelcontextprotocol/clientCapabilities"].is_object());
     }
 }
@@ -230,10 +254,18 @@ fn a_crash_mid_call_is_an_error_result_and_the_server_is_restarted_once() {
     );
     assert_eq!(last_result(&requests[2]).content, "after restart");
     let second = &last_result(&requests[3]);
-    assert!(second.content.contains("not restarted again"), "{}", second.content);
+    assert!(
+        second.content.contains("not restarted again"),
+        "{}",
+        second.content
+    );
     let gone = &last_result(&requests[4]);
     assert!(gone.is_error);
-    assert!(gone.content.contains("used its 1 restart"), "{}", gone.content);
+    assert!(
+        gone.content.contains("used its 1 restart"),
+        "{}",
+        gone.content
+    );
     let (_, pids) = server_log(&log);
     assert_eq!(pids.len(), 2, "started, restarted once: {pids:?}");
 }
@@ -249,7 +281,10 @@ fn malformed_lines_from_the_server_are_skipped() {
     );
     h.session.submit("go").unwrap();
     collect_input(&mut h.events);
-    assert_eq!(tool_results(&h.model.requests()[1])[0].content, "still fine");
+    assert_eq!(
+        tool_results(&h.model.requests()[1])[0].content,
+        "still fine"
+    );
 }
 
 #[test]
@@ -293,7 +328,11 @@ fn progress_keeps_a_long_call_alive_and_silence_times_out() {
     assert!(slow.content.starts_with("slow done"), "{}", slow.content);
     let hang = &last_result(&requests[2]);
     assert!(hang.is_error);
-    assert!(hang.content.contains("did not answer within 1000 ms"), "{}", hang.content);
+    assert!(
+        hang.content.contains("did not answer within 1000 ms"),
+        "{}",
+        hang.content
+    );
     let messages = wait_for_log(&log, |m| m["method"] == "notifications/cancelled");
     assert!(methods(&messages).contains(&"notifications/cancelled".to_string()));
 }
@@ -421,14 +460,16 @@ fn image_results_reach_the_model_as_image_parts() {
 
 #[test]
 fn a_server_that_cannot_start_is_a_warning_with_its_reason() {
-    let broken = McpServer::stdio("broken", "sh").with_args([
-        "-c",
-        "echo 'cannot find config' >&2; exit 2",
-    ]);
+    let broken =
+        McpServer::stdio("broken", "sh").with_args(["-c", "echo 'cannot find config' >&2; exit 2"]);
     let mut h = mcp_harness(vec![ScriptedTurn::text("went on")], vec![broken]);
     h.session.submit("go").unwrap();
     let events = collect_input(&mut h.events);
     let warnings = mcp_warnings(&events);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(warnings[0].contains("cannot find config"), "{}", warnings[0]);
+    assert!(
+        warnings[0].contains("cannot find config"),
+        "{}",
+        warnings[0]
+    );
 }

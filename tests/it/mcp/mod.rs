@@ -116,6 +116,12 @@ pub fn mcp_warnings(events: &[SessionEvent]) -> Vec<String> {
 /// Whether process `pid` is gone (or a zombie about to be reaped).
 pub fn process_gone(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .trim_start()
+        .chars()
+        .next();
     matches!(state, None | Some('Z'))
 }

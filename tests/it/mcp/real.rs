@@ -56,7 +56,10 @@ fn call_all(server: McpServer, calls: &[(&str, serde_json::Value)]) -> Vec<ToolR
     let requests = h.model.requests();
     let offered = offered(&requests[0]);
     for (tool, _) in calls {
-        assert!(offered.contains(&tool.to_string()), "{tool} not in {offered:?}");
+        assert!(
+            offered.contains(&tool.to_string()),
+            "{tool} not in {offered:?}"
+        );
     }
     tool_results(&requests[1])
 }
@@ -67,7 +70,10 @@ fn server_everything_echoes_and_adds() {
     let results = call_all(
         server,
         &[
-            ("mcp__everything__echo", json!({"message": "hello from agentloop"})),
+            (
+                "mcp__everything__echo",
+                json!({"message": "hello from agentloop"}),
+            ),
             ("mcp__everything__get-sum", json!({"a": 2, "b": 40})),
         ],
     );
@@ -96,7 +102,10 @@ fn server_everything_over_streamable_http() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server-everything did not listen");
+        assert!(
+            Instant::now() < deadline,
+            "server-everything did not listen"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let server = McpServer::http("everything", format!("http://127.0.0.1:{port}/mcp"));
@@ -127,7 +136,10 @@ fn server_filesystem_lists_a_temp_dir() {
         .with_startup_timeout(Duration::from_secs(60));
     let results = call_all(
         server,
-        &[("mcp__fs__list_directory", json!({"path": root.to_string_lossy()}))],
+        &[(
+            "mcp__fs__list_directory",
+            json!({"path": root.to_string_lossy()}),
+        )],
     );
     let listing = &results[0].content;
     assert!(!results[0].is_error, "{listing}");
@@ -160,11 +172,17 @@ fn mcp_server_git_shows_the_log_of_a_temp_repository() {
     git(&["add", "a.txt"]);
     git(&["commit", "-q", "-m", "the first commit of the temp repo"]);
     let server = McpServer::stdio("git", bin.to_string_lossy())
-        .with_args(["--repository".to_string(), repo.to_string_lossy().into_owned()])
+        .with_args([
+            "--repository".to_string(),
+            repo.to_string_lossy().into_owned(),
+        ])
         .with_startup_timeout(Duration::from_secs(60));
     let results = call_all(
         server,
-        &[("mcp__git__git_log", json!({"repo_path": repo.to_string_lossy()}))],
+        &[(
+            "mcp__git__git_log",
+            json!({"repo_path": repo.to_string_lossy()}),
+        )],
     );
     let log = &results[0].content;
     assert!(!results[0].is_error, "{log}");
