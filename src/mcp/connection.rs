@@ -24,10 +24,6 @@ pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26"
 /// The error code a `2026-07-28` server answers an unsupported revision with.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
-/// Longest wait for an answer to the `server/discover` probe before falling back to the
-/// handshake (a server of the handshake era that ignores unknown methods).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Sends one JSON-RPC message to the server.
 pub(crate) trait Outbound: Send + Sync {
     /// Sends `message`; `cancel`, when given, may end a send that blocks (HTTP).
@@ -191,59 +187,65 @@ impl Connection {
         deadline: Instant,
         cancel: &CancelToken,
     ) -> Result<ServerInfo, RpcFailure> {
+        let modern = ServerInfo {
+            version: MODERN_VERSION.to_string(),
+        };
         self.modern.store(true, Ordering::SeqCst);
         self.out.set_version(MODERN_VERSION);
         let left = deadline.saturating_duration_since(Instant::now());
-        let probe = self.request(
-            "server/discover",
-            json!({}),
-            left.min(PROBE_TIMEOUT),
-            cancel,
-        );
-        let modern = match &probe {
+        // Most of the startup budget: a server that is merely slow to start (Python,
+        // `npx`) answers the probe late, and one that answered it is committed to it.
+        let probe_timeout = left * 2 / 3;
+        let probe = self.request("server/discover", json!({}), probe_timeout, cancel);
+        match &probe {
             // A handshake-era server may answer any method with an empty result: only an
             // answer naming this revision counts.
-            Ok(result) => result
-                .get("supportedVersions")
-                .and_then(Value::as_array)
-                .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION)),
-            Err(RpcFailure::Error { code, .. }) => *code == UNSUPPORTED_PROTOCOL_VERSION,
-            Err(RpcFailure::Cancelled | RpcFailure::Closed(_)) => {
-                return Err(probe.unwrap_err());
+            Ok(result) => {
+                let versions = result.get("supportedVersions").and_then(Value::as_array);
+                if versions.is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION)) {
+                    return Ok(modern);
+                }
             }
-            // An HTTP server of the handshake era may refuse the probe with a 400.
-            Err(RpcFailure::Timeout(_) | RpcFailure::Send(_)) => false,
+            Err(RpcFailure::Error { code, .. }) if *code == UNSUPPORTED_PROTOCOL_VERSION => {
+                return Ok(modern);
+            }
+            Err(RpcFailure::Cancelled | RpcFailure::Closed(_)) => return probe.map(|_| modern),
+            // Any other error, a timeout, or an HTTP server refusing the probe (400).
+            Err(_) => {}
+        }
+        self.modern.store(false, Ordering::SeqCst);
+        self.out.set_version(LEGACY_VERSIONS[0]);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let params = json!({
+            "protocolVersion": LEGACY_VERSIONS[0],
+            "capabilities": {},
+            "clientInfo": client_info(),
+        });
+        let result = match self.request("initialize", params, left, cancel) {
+            Ok(result) => result,
+            // The probe's answer came after its timeout and the server now serves
+            // 2026-07-28 on this connection.
+            Err(RpcFailure::Error { code, .. }) if code == UNSUPPORTED_PROTOCOL_VERSION => {
+                self.modern.store(true, Ordering::SeqCst);
+                self.out.set_version(MODERN_VERSION);
+                return Ok(modern);
+            }
+            Err(other) => return Err(other),
         };
-        let info = if modern {
-            ServerInfo {
-                version: MODERN_VERSION.to_string(),
-            }
-        } else {
-            self.modern.store(false, Ordering::SeqCst);
-            self.out.set_version(LEGACY_VERSIONS[0]);
-            let left = deadline.saturating_duration_since(Instant::now());
-            let params = json!({
-                "protocolVersion": LEGACY_VERSIONS[0],
-                "capabilities": {},
-                "clientInfo": client_info(),
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if !LEGACY_VERSIONS.contains(&version.as_str()) {
+            return Err(RpcFailure::Error {
+                code: UNSUPPORTED_PROTOCOL_VERSION,
+                message: format!("the server answered with unsupported revision `{version}`"),
             });
-            let result = self.request("initialize", params, left, cancel)?;
-            let version = result
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            if !LEGACY_VERSIONS.contains(&version.as_str()) {
-                return Err(RpcFailure::Error {
-                    code: UNSUPPORTED_PROTOCOL_VERSION,
-                    message: format!("the server answered with unsupported revision `{version}`"),
-                });
-            }
-            self.out.set_version(&version);
-            self.notify("notifications/initialized", json!({}))?;
-            ServerInfo { version }
-        };
-        Ok(info)
+        }
+        self.out.set_version(&version);
+        self.notify("notifications/initialized", json!({}))?;
+        Ok(ServerInfo { version })
     }
 
     /// Whether the server sent `notifications/tools/list_changed` since the last call.

@@ -13,8 +13,10 @@
 //!   by a `WARNING` event (code `"mcp"`, with its stderr tail) and the session goes on.
 //! - **Eras**: `server/discover` first (`2026-07-28`, every request then carries the
 //!   `io.modelcontextprotocol/*` `_meta` keys); on any error other than −32022, or no answer
-//!   within 10 s, the `initialize` → `notifications/initialized` handshake of
-//!   `2024-11-05` … `2025-11-25`.
+//!   within two thirds of the startup timeout (a slow-starting server is not mistaken for
+//!   an old one; a server that ignores the probe costs that much startup time), the `initialize` → `notifications/initialized` handshake of
+//!   `2024-11-05` … `2025-11-25` — unless `initialize` is refused with −32022 (the probe's
+//!   answer came late), which means `2026-07-28` after all.
 //! - **Tools** are registered as `mcp__<server>__<tool>` (see [`names`] for the name and
 //!   schema rules per provider), re-listed after `notifications/tools/list_changed` (at the
 //!   next input). Arguments are validated against the server's own schema before the call.

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::Value;
 
 use super::connection::{Connection, Inbound, Outbound};
@@ -24,31 +25,36 @@ pub(crate) const MAX_LINE: usize = 64 * 1024 * 1024;
 /// How long a server gets to exit after its stdin closes before its group is killed.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
+/// Messages waiting for the writer thread; a server that stops reading its stdin fills
+/// this and further sends fail instead of blocking the caller.
+const OUTBOX: usize = 256;
+
 struct Shared {
-    stdin: Mutex<Option<ChildStdin>>,
+    outbox: Mutex<Option<Sender<Vec<u8>>>>,
     child: Mutex<Option<StdioChild>>,
     stop: AtomicBool,
 }
 
 impl Shared {
+    /// Queues `message` for the writer thread; never blocks.
     fn write(&self, message: &Value) -> Result<(), String> {
         let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         line.push(b'\n');
-        let mut stdin = lock(&self.stdin);
-        let Some(stdin) = stdin.as_mut() else {
+        let outbox = lock(&self.outbox);
+        let Some(outbox) = outbox.as_ref() else {
             return Err("the server's stdin is closed".to_string());
         };
-        stdin
-            .write_all(&line)
-            .and_then(|()| stdin.flush())
-            .map_err(|e| format!("writing to the server failed: {e}"))
+        outbox.try_send(line).map_err(|e| match e {
+            TrySendError::Full(_) => "the server is not reading its stdin".to_string(),
+            TrySendError::Disconnected(_) => "writing to the server failed".to_string(),
+        })
     }
 }
 
 /// The stdio side of a [`Connection`].
 pub(crate) struct StdioTransport {
     shared: Arc<Shared>,
-    reader: Mutex<Option<thread::JoinHandle<()>>>,
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
 }
 
 impl Outbound for StdioTransport {
@@ -58,14 +64,17 @@ impl Outbound for StdioTransport {
 
     fn shutdown(&self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        lock(&self.shared.stdin).take();
+        // No more messages: the writer closes stdin once the queue is written (a
+        // well-behaved server exits on end-of-file); ending the group unblocks a writer
+        // stuck on a server that does not read.
+        lock(&self.shared.outbox).take();
         // The child stays (ended) so that its stderr tail can still be read.
         if let Some(child) = lock(&self.shared.child).as_mut() {
             child.terminate(EXIT_GRACE);
         }
-        if let Some(reader) = lock(&self.reader).take() {
-            if reader.thread().id() != thread::current().id() {
-                let _ = reader.join();
+        for handle in lock(&self.threads).drain(..) {
+            if handle.thread().id() != thread::current().id() {
+                let _ = handle.join();
             }
         }
     }
@@ -90,27 +99,57 @@ pub(crate) fn connect(server: &McpServer, command: &str) -> io::Result<Connectio
         env: &env,
         name: &format!("mcp-{}", server.name),
     })?;
-    let stdin = child.take_stdin();
+    let stdin = child
+        .take_stdin()
+        .ok_or_else(|| io::Error::other("the server has no stdin"))?;
     let stdout = child
         .take_stdout()
         .ok_or_else(|| io::Error::other("the server has no stdout"))?;
+    let (outbox, queue) = crossbeam_channel::bounded(OUTBOX);
     let shared = Arc::new(Shared {
-        stdin: Mutex::new(stdin),
+        outbox: Mutex::new(Some(outbox)),
         child: Mutex::new(Some(child)),
         stop: AtomicBool::new(false),
     });
     let inbound = Arc::new(Inbound::default());
+    let transport = StdioTransport {
+        shared: Arc::clone(&shared),
+        threads: Mutex::new(Vec::new()),
+    };
+    let writer = thread::Builder::new()
+        .name(format!("agentloop-mcp-w-{}", server.name))
+        .spawn(move || write_lines(stdin, &queue));
+    match writer {
+        Ok(handle) => lock(&transport.threads).push(handle),
+        Err(e) => {
+            transport.shutdown();
+            return Err(e);
+        }
+    }
     let reader = {
         let (shared, inbound) = (Arc::clone(&shared), Arc::clone(&inbound));
         thread::Builder::new()
             .name(format!("agentloop-mcp-{}", server.name))
-            .spawn(move || read_lines(stdout, &shared, &inbound))?
+            .spawn(move || read_lines(stdout, &shared, &inbound))
     };
-    let transport = StdioTransport {
-        shared,
-        reader: Mutex::new(Some(reader)),
-    };
+    match reader {
+        Ok(handle) => lock(&transport.threads).push(handle),
+        Err(e) => {
+            transport.shutdown();
+            return Err(e);
+        }
+    }
     Ok(Connection::new(Box::new(transport), inbound))
+}
+
+/// The writer thread: queued lines to the server's stdin until the queue closes or a
+/// write fails (the server is gone); stdin closes when it returns.
+fn write_lines(mut stdin: ChildStdin, queue: &Receiver<Vec<u8>>) {
+    for line in queue {
+        if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
+            break;
+        }
+    }
 }
 
 /// Replies to server requests go back through stdin.

@@ -10,6 +10,8 @@ Options:
   --log FILE                 append every message received (one JSON per line), and
                              "pid <n>" first.
   --page-size N              tools/list pages of N tools (nextCursor).
+  --deaf                     stop reading stdin after answering tools/list.
+  --discover-delay SECONDS   answer server/discover that late (on a thread).
 
 Tools: echo, add, crash (exits mid-call), big (10 MB of text), slow (progress every
 0.2 s for `seconds`, then a result), hang (never answers; stops on cancel), a tool whose
@@ -167,9 +169,15 @@ def handle(message):
         return error(rid, -32601, "Method not found")
     if ERA == "modern":
         if method == "initialize":
-            return error(rid, -32601, "Method not found")
+            return error(rid, -32022, "this connection serves 2026-07-28")
         if modern_meta != "2026-07-28":
             return error(rid, -32022, "Unsupported protocol version")
+    if method == "server/discover" and option("--discover-delay") and not meta.get("late"):
+        def late():
+            time.sleep(float(option("--discover-delay")))
+            meta["late"] = True
+            handle(message)
+        return threading.Thread(target=late, daemon=True).start()
     if method == "server/discover":
         return result(rid, {"supportedVersions": ["2026-07-28"],
                             "capabilities": {"tools": {"listChanged": True}},
@@ -187,7 +195,10 @@ def handle(message):
             if start + PAGE < len(listed):
                 page["nextCursor"] = str(start + PAGE)
             return result(rid, page)
-        return result(rid, {"tools": listed})
+        result(rid, {"tools": listed})
+        if "--deaf" in args:
+            time.sleep(3600)
+        return None
     if method == "tools/call":
         return threading.Thread(target=call, args=(rid, params, meta), daemon=True).start()
     if method == "ping":

@@ -198,6 +198,55 @@ fn a_server_that_only_speaks_2026_07_28_gets_discover_and_meta_on_every_request(
 }
 
 #[test]
+fn a_late_answer_to_the_probe_still_ends_in_2026_07_28() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    // Probe timeout: 2/3 of 6 s = 4 s; the answer comes after 5 s, and `initialize` is
+    // then refused with -32022 by a server committed to 2026-07-28.
+    let server = fake(
+        "late",
+        &[
+            "--era",
+            "modern",
+            "--discover-delay",
+            "5",
+            "--log",
+            log.to_str().unwrap(),
+        ],
+    )
+    .with_startup_timeout(Duration::from_secs(6));
+    let mut h = mcp_harness(
+        vec![
+            ScriptedTurn::tool_call("mcp__late__echo", json!({"text": "late but modern"})),
+            ScriptedTurn::text("done"),
+        ],
+        vec![server],
+    );
+    h.session.submit("go").unwrap();
+    let events = collect_input(&mut h.events);
+    assert_eq!(
+        h.session.mcp_servers()[0].protocol_version,
+        "2026-07-28",
+        "{:?}",
+        mcp_warnings(&events)
+    );
+    assert_eq!(
+        last_result(&h.model.requests()[1]).content,
+        "late but modern"
+    );
+    let (messages, _) = server_log(&log);
+    let requests: Vec<String> = methods(&messages)
+        .into_iter()
+        .filter(|m| !m.starts_with("notifications/"))
+        .collect();
+    assert_eq!(
+        requests[..3],
+        ["server/discover", "initialize", "tools/list"],
+        "the probe timed out first"
+    );
+}
+
+#[test]
 fn a_server_slower_than_its_startup_timeout_is_left_out_with_a_warning() {
     let slow = fake("slow", &["--slow-start", "60"]).with_startup_timeout(Duration::from_secs(1));
     let started = Instant::now();
@@ -472,4 +521,36 @@ fn a_server_that_cannot_start_is_a_warning_with_its_reason() {
         "{}",
         warnings[0]
     );
+}
+
+#[test]
+fn a_server_that_stops_reading_its_stdin_cannot_block_interrupt_or_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    // 1 MB of arguments: more than a pipe holds, so the write to the deaf server blocks.
+    let big = "y".repeat(1024 * 1024);
+    let mut h = mcp_harness(
+        vec![ScriptedTurn::tool_call(
+            "mcp__deaf__echo",
+            json!({ "text": big }),
+        )],
+        vec![fake("deaf", &["--deaf", "--log", log.to_str().unwrap()])],
+    );
+    h.session.submit("go").unwrap();
+    collect_until(&mut h.events, |e| {
+        matches!(e.kind, EventKind::ToolCallStart { .. })
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    h.session.interrupt();
+    let events = collect_until(&mut h.events, |e| {
+        matches!(e.kind, EventKind::ToolCallEnd { .. })
+    });
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(ends(&events)[0].2, "an error result");
+    let pid = server_log(&log).1[0];
+    h.session.close();
+    collect_to_end(&mut h.events);
+    assert!(process_gone(pid), "the server outlived its session");
 }
