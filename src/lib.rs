@@ -92,7 +92,6 @@ pub mod llm;
 pub mod profiles;
 pub mod prompt;
 pub mod session;
-pub mod subagent;
 pub mod tools;
 
 pub use cancel::CancelToken;

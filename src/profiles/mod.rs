@@ -12,7 +12,7 @@
 //! | [`gemini`](gemini())`(model)` | `"gemini"` | `edit_file` (`old_string`/`new_string`/`allow_multiple`/`instruction`) | `read_file`, `read_many_files`, `write_file`, `shell`, `grep`, `glob`, `list_dir` | 10 s |
 //!
 //! Every profile also has the subagent tools `spawn_agent`, `send_input`, `wait` and
-//! `close_agent` ([`crate::subagent`]); a session whose depth reaches
+//! `close_agent` (`tools/subagent.rs`); a session whose depth reaches
 //! `SessionConfig::max_subagent_depth` removes them. The capability flags come from a
 //! documented table by model family ([`model_info`]); parallel tool calls are on for all
 //! three.
@@ -384,7 +384,7 @@ fn register_all(profile: &mut ProviderProfile, tools: impl IntoIterator<Item = R
     for tool in tools {
         profile.tool_registry.register(tool);
     }
-    for tool in crate::subagent::tools() {
+    for tool in crate::tools::subagent_tools() {
         profile.tool_registry.register(tool);
     }
 }

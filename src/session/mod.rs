@@ -81,13 +81,14 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
-use crate::subagent::Subagents;
 
 mod approval;
 mod config;
+mod delivery;
 mod events;
 mod history;
 mod loop_detection;
+mod subagents;
 mod time;
 mod tool_round;
 pub mod transcript;
@@ -95,16 +96,16 @@ mod worker;
 
 pub use approval::{Approval, ApprovalHook, ApprovalResponder};
 pub use config::SessionConfig;
-pub use events::{
-    CloseReason, EventKind, Events, RecvError, SessionEvent, SessionState, StopReason,
-};
+pub use delivery::{Events, RecvError};
+pub use events::{CloseReason, EventKind, SessionEvent, SessionState, StopReason};
 pub use history::{
     AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
 
-use events::Listeners;
-pub(crate) use events::{EventSink, Forward};
+use delivery::Listeners;
+pub(crate) use delivery::{EventSink, Forward};
 use loop_detection::LoopDetector;
+use subagents::Subagents;
 use transcript::TranscriptWriter;
 pub use transcript::{Transcript, TranscriptHeader};
 use worker::{Input, Shared, Worker};
@@ -331,9 +332,6 @@ impl Session {
         config: SessionConfig,
         start: Start,
     ) -> Result<Session> {
-        if start.depth >= config.max_subagent_depth {
-            crate::subagent::remove_tools(&mut profile.tool_registry);
-        }
         let short_id: String = id.chars().take(8).collect();
         let (inbox, inbox_rx) = crossbeam_channel::unbounded();
         let (event_tx, event_rx) = crossbeam_channel::unbounded();
@@ -351,14 +349,17 @@ impl Session {
                 events = events.with_transcript(writer.clone());
             }
         }
-        let subagents = Subagents::new(
+        // The children get the profile as the host gave it; this session's copy has its
+        // subagent tools connected to them (or removed at the maximum depth).
+        let subagents = Arc::new(Subagents::new(
             profile.clone(),
             env.clone(),
             client.clone(),
             config.clone(),
             events.clone(),
             start.depth,
-        );
+        ));
+        subagents::register(&mut profile.tool_registry, &subagents);
         let worker = Worker {
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),

@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::select;
 
 use super::approval::{Approval, ApprovalResponder, Decision};
-use super::events::{EventKind, EventSink, SessionState};
+use super::delivery::EventSink;
+use super::events::{EventKind, SessionState};
 use super::{SessionConfig, lock};
 use crate::cancel::CancelToken;
 use crate::exec::{ExecutionEnvironment, OutputStream};
 use crate::llm::{ToolCall, ToolResult};
 use crate::profiles::ProviderProfile;
-use crate::subagent::Subagents;
 use crate::tools::truncate::truncate_tool_output;
 use crate::tools::{ToolContext, ToolOutcome};
 
@@ -39,8 +39,6 @@ pub(crate) struct ToolRound<'a> {
     pub(crate) abort: &'a CancelToken,
     /// For thread names.
     pub(crate) short_id: &'a str,
-    /// The session's children, for the subagent tools.
-    pub(crate) subagents: &'a Subagents,
 }
 
 impl ToolRound<'_> {
@@ -110,7 +108,6 @@ impl ToolRound<'_> {
             default_timeout: self.default_timeout(),
             max_timeout: Duration::from_millis(self.config.max_command_timeout_ms),
             allow_outside_working_dir: self.config.allow_outside_working_dir,
-            subagents: Some(self.subagents),
         };
         let outcome = prepared.run(&ctx);
         for (stream, rest) in decoder.flush() {

@@ -36,7 +36,15 @@ pub mod truncate;
 pub mod write_file;
 
 pub(crate) mod args;
+pub(crate) mod subagent;
 mod text;
+
+/// The subagent tools `spawn_agent`, `send_input`, `wait` and `close_agent` (spec §7), for a
+/// profile built by hand; every built-in profile has them already. A session connects them
+/// to its children when it starts, or removes them at `SessionConfig::max_subagent_depth`.
+pub fn subagent_tools() -> Vec<RegisteredTool> {
+    subagent::tools()
+}
 
 /// What an executor receives.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,9 +98,6 @@ pub struct ToolContext<'a> {
     /// Whether file tools may touch paths outside the working directory (after `..` is
     /// resolved). Default `false`: such a path is an error telling the model to stay inside.
     pub allow_outside_working_dir: bool,
-    /// The session's subagents (for `spawn_agent`, `send_input`, `wait`, `close_agent`);
-    /// `None` outside a session.
-    pub subagents: Option<&'a crate::subagent::Subagents>,
 }
 
 impl<'a> ToolContext<'a> {
@@ -110,7 +115,6 @@ impl<'a> ToolContext<'a> {
             default_timeout: Duration::from_secs(10),
             max_timeout: Duration::from_secs(600),
             allow_outside_working_dir: false,
-            subagents: None,
         }
     }
 }
