@@ -92,6 +92,8 @@ pub mod llm;
 pub mod profiles;
 pub mod prompt;
 pub mod session;
+mod sync;
+mod time;
 pub mod tools;
 
 pub use cancel::CancelToken;

@@ -18,7 +18,7 @@ mod accumulate;
 mod base64;
 pub mod client;
 mod http;
-mod replay;
+mod status;
 pub use http::HttpOptions;
 #[cfg(test)]
 mod test_support;

@@ -303,7 +303,7 @@ impl SessionEvent {
 
     /// The timestamp as RFC 3339 UTC with milliseconds (`2026-01-01T00:00:00.000Z`).
     pub fn timestamp_rfc3339(&self) -> String {
-        super::time::format_rfc3339(self.timestamp)
+        crate::time::format_rfc3339(self.timestamp)
     }
 }
 
@@ -479,7 +479,7 @@ impl<'de> Deserialize<'de> for SessionEvent {
         struct Raw {
             kind: String,
             session_id: String,
-            #[serde(with = "super::time::rfc3339")]
+            #[serde(with = "crate::time::rfc3339")]
             timestamp: SystemTime,
             #[serde(default)]
             data: Option<Value>,

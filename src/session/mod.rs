@@ -71,7 +71,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -89,7 +89,6 @@ mod events;
 mod history;
 mod loop_detection;
 mod subagents;
-mod time;
 mod tool_round;
 pub mod transcript;
 mod worker;
@@ -110,10 +109,7 @@ use transcript::TranscriptWriter;
 pub use transcript::{Transcript, TranscriptHeader};
 use worker::{Input, Shared, Worker};
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking tool thread must not make the session unusable.
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+pub(crate) use crate::sync::lock;
 
 /// What [`Session::run`] returns: how the input (and the follow-ups it triggered) ended.
 #[derive(Debug)]

@@ -169,6 +169,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("cancel", 0),
     ("error", 0),
     ("time", 0),
+    ("sync", 0),
     ("llm", 1),
     ("exec", 1),
     ("prompt", 2),
