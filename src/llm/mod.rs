@@ -16,7 +16,7 @@ pub mod sse;
 
 mod accumulate;
 mod base64;
-pub mod client;
+mod client;
 mod http;
 mod status;
 pub use http::HttpOptions;

@@ -59,7 +59,8 @@
 //!
 //! ```
 //! use agentloop::profiles;
-//! use agentloop::tools::{RegisteredTool, ToolDefinition, ToolOutput};
+//! use agentloop::llm::ToolDefinition;
+//! use agentloop::tools::{RegisteredTool, ToolOutput};
 //! use serde_json::json;
 //!
 //! let mut profile = profiles::anthropic("claude-sonnet-4-5");
@@ -77,10 +78,10 @@
 //!
 //! This module builds values; it never talks to a provider or runs a tool.
 
-pub mod anthropic;
-pub mod gemini;
+mod anthropic;
+mod gemini;
 mod models;
-pub mod openai;
+mod openai;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,7 +93,7 @@ use crate::llm::ToolDefinition;
 use crate::prompt::{self, EnvironmentContext, ProjectDocs};
 use crate::tools::{RegisteredTool, ToolRegistry};
 
-pub use anthropic::anthropic;
+pub use anthropic::{CONTEXT_1M_BETA, INTERLEAVED_THINKING_BETA, anthropic};
 pub use gemini::gemini;
 pub use models::{ModelInfo, model_info};
 pub use openai::openai;

@@ -163,7 +163,7 @@ fn one_line(value: &str) -> &str {
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
 /// let leap_day = UNIX_EPOCH + Duration::from_secs(951_782_400);
-/// assert_eq!(agentloop::prompt::format_date(leap_day), "2000-02-29");
+/// assert_eq!(agentloop::unstable::format_date(leap_day), "2000-02-29");
 /// ```
 pub fn format_date(time: SystemTime) -> String {
     crate::time::format_date(time)
@@ -200,8 +200,8 @@ const KNOWLEDGE_CUTOFFS: &[(&str, &str)] = &[
 /// has no entry for it (see the note on accuracy at [`EnvironmentContext::knowledge_cutoff`]).
 ///
 /// ```
-/// assert_eq!(agentloop::prompt::knowledge_cutoff("claude-sonnet-4-5-20250929"), "January 2025");
-/// assert_eq!(agentloop::prompt::knowledge_cutoff("my-local-model"), "unknown");
+/// assert_eq!(agentloop::unstable::knowledge_cutoff("claude-sonnet-4-5-20250929"), "January 2025");
+/// assert_eq!(agentloop::unstable::knowledge_cutoff("my-local-model"), "unknown");
 /// ```
 pub fn knowledge_cutoff(model_id: &str) -> &'static str {
     let id = model_id.trim().to_ascii_lowercase();
@@ -218,7 +218,7 @@ pub fn knowledge_cutoff(model_id: &str) -> &'static str {
 /// `gpt-5.2-codex` → `GPT-5.2-Codex`, `gemini-3-pro-preview` → `Gemini 3 Pro Preview`.
 ///
 /// ```
-/// assert_eq!(agentloop::prompt::model_display_name("claude-opus-4-6"), "Claude Opus 4.6");
+/// assert_eq!(agentloop::unstable::model_display_name("claude-opus-4-6"), "Claude Opus 4.6");
 /// ```
 pub fn model_display_name(model_id: &str) -> String {
     let id = model_id.trim();

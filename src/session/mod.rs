@@ -105,8 +105,7 @@ use delivery::Listeners;
 pub(crate) use delivery::{EventSink, Forward};
 use loop_detection::LoopDetector;
 use subagents::Subagents;
-use transcript::TranscriptWriter;
-pub use transcript::{Transcript, TranscriptHeader};
+use transcript::{Transcript, TranscriptHeader, TranscriptWriter};
 use worker::{Input, Shared, Worker};
 
 pub(crate) use crate::sync::lock;
@@ -396,7 +395,7 @@ impl Session {
     }
 
     /// The session id: a UUID v4-formatted string, unique within and across processes in
-    /// practice (see [`new_session_id`]).
+    /// practice (see `new_session_id`).
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -588,8 +587,9 @@ fn config_record(config: &SessionConfig) -> serde_json::Value {
     serde_json::json!({
         "max_turns": config.max_turns,
         "max_tool_rounds_per_input": config.max_tool_rounds_per_input,
-        "default_command_timeout_ms": config.default_command_timeout_ms,
-        "max_command_timeout_ms": config.max_command_timeout_ms,
+        // Milliseconds, as the transcript format has always recorded them.
+        "default_command_timeout_ms": config.default_command_timeout.map(millis),
+        "max_command_timeout_ms": millis(config.max_command_timeout),
         "reasoning_effort": config.reasoning_effort,
         "tool_output_limits": config.tool_output_limits,
         "tool_line_limits": config.tool_line_limits,
@@ -626,7 +626,7 @@ fn transcript_header(
 /// The bits come from std's per-process random hasher keys mixed with the time, a
 /// process-wide counter, the thread id and a stack address. Unique in practice, but not
 /// cryptographic: do not use a session id as a secret.
-pub fn new_session_id() -> String {
+pub(crate) fn new_session_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
     let keys = std::collections::hash_map::RandomState::new();
@@ -655,6 +655,11 @@ pub fn new_session_id() -> String {
         &hex[16..20],
         &hex[20..]
     )
+}
+
+/// A duration in whole milliseconds, saturating (the transcript header's unit).
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

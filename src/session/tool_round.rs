@@ -10,7 +10,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::select;
 
@@ -100,13 +100,16 @@ impl ToolRound<'_> {
                 self.emit_output(call, stream, delta);
             }
         };
+        let (default_timeout, max_timeout) = self
+            .config
+            .command_timeouts(self.profile.default_command_timeout);
         let ctx = ToolContext {
             env: self.env,
             call_id: &call.id,
             cancel: self.cancel,
             on_output: &on_output,
-            default_timeout: self.default_timeout(),
-            max_timeout: Duration::from_millis(self.config.max_command_timeout_ms),
+            default_timeout,
+            max_timeout,
             allow_outside_working_dir: self.config.allow_outside_working_dir,
         };
         let outcome = prepared.run(&ctx);
@@ -126,14 +129,6 @@ impl ToolRound<'_> {
             stream: stream.to_string(),
             delta,
         });
-    }
-
-    fn default_timeout(&self) -> Duration {
-        self.config
-            .default_command_timeout_ms
-            .map(Duration::from_millis)
-            .or(self.profile.default_command_timeout)
-            .unwrap_or(Duration::from_secs(10))
     }
 
     /// Asks the approval hook; `Some` is the outcome of a call that must not run.
