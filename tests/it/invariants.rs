@@ -305,3 +305,35 @@ fn no_cycle_between_top_level_modules() {
         }
     }
 }
+
+#[test]
+fn the_code_map_names_every_source_file() {
+    let doc = fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let start = doc.find("## Code map").expect("a code map section");
+    let map = &doc[start..];
+    let map = &map[..map[2..].find("\n## ").map_or(map.len(), |end| end + 2)];
+    let mut missing = Vec::new();
+    let mut stack = vec![root().join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("readable source dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path
+                .strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if !map.contains(&format!("`{rel}`")) {
+                missing.push(rel);
+            }
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "not in ARCHITECTURE.md's code map: {missing:?}"
+    );
+}
