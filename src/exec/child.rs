@@ -147,6 +147,13 @@ impl Drop for StdioChild {
     }
 }
 
+/// The core variables of this process's environment (`PATH`, `HOME`, locales, toolchain
+/// homes; never a secret): what a long-lived child such as an MCP server starts from.
+pub(crate) fn core_environment() -> BTreeMap<String, String> {
+    let base: BTreeMap<String, String> = std::env::vars().collect();
+    super::env::filter(&base, &super::EnvPolicy::core_only())
+}
+
 /// Waits up to `timeout_ms` for a child's stdout to have data or reach end-of-file, so a
 /// reader can also watch a stop flag.
 pub(crate) fn stdout_readable(stdout: &ChildStdout, timeout_ms: i32) -> bool {

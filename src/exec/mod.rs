@@ -24,12 +24,6 @@ mod wrappers;
 
 pub use local::LocalExecutionEnvironment;
 
-/// The core variables of this process's environment (`PATH`, `HOME`, locales, toolchain
-/// homes; never a secret): what a long-lived child such as an MCP server starts from.
-pub(crate) fn core_environment() -> std::collections::BTreeMap<String, String> {
-    let base: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    env::filter(&base, &EnvPolicy::core_only())
-}
 pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment};
 
 /// Which variables of the base environment commands inherit (spec §4.2), before the

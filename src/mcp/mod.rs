@@ -34,7 +34,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -51,9 +50,7 @@ mod tools;
 pub use connection::{LEGACY_VERSIONS, MODERN_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
 pub use server::McpServers;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use crate::sync::lock;
 
 /// One MCP server to connect to: a command (stdio) or a URL (Streamable HTTP).
 ///

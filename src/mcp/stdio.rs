@@ -90,7 +90,7 @@ impl Outbound for StdioTransport {
 /// Starts `server`'s command and returns the connection over its pipes (before any
 /// handshake).
 pub(crate) fn connect(server: &McpServer, command: &str) -> io::Result<Connection> {
-    let mut env = crate::exec::core_environment();
+    let mut env = crate::exec::child::core_environment();
     env.extend(server.env.clone());
     let mut child = StdioChild::spawn(&StdioChildSpec {
         program: command,
