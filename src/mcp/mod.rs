@@ -2,8 +2,8 @@
 //! session. Synchronous (threads and channels), both protocol eras, stdio and Streamable
 //! HTTP.
 //!
-//! - **Servers** are [`McpServer`] configs on [`SessionConfig`](crate::SessionConfig)
-//!   ([`with_mcp_server`](crate::SessionConfig::with_mcp_server)), or read from the
+//! - **Servers** are [`McpServer`] configs on [`SessionConfig`](crate::session::SessionConfig)
+//!   ([`with_mcp_server`](crate::session::SessionConfig::with_mcp_server)), or read from the
 //!   `{"mcpServers": {…}}` file other clients use ([`parse_config`]). A stdio server is
 //!   spawned through `exec`'s process hygiene (own process group, stderr kept as a bounded
 //!   tail, the group ended with the session) with the core environment variables (`PATH`,
