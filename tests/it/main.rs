@@ -11,6 +11,7 @@ mod exec_files;
 mod exec_process;
 mod gemini;
 mod invariants;
+mod llamacpp;
 mod openai;
 mod openai_chat;
 mod parity;
