@@ -10,6 +10,7 @@ mod exec_env;
 mod exec_files;
 mod exec_process;
 mod gemini;
+mod hostile_net;
 mod invariants;
 mod llamacpp;
 mod openai;
