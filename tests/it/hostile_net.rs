@@ -256,10 +256,10 @@ fn a_redirect_is_not_retried_and_names_where_it_points() {
         Reply::body(307, "text/plain", b"moved".to_vec()),
     ]);
     let client = chat_client(&server.url(), support::http_options());
-    let err = client
-        .stream(&request())
-        .err()
-        .expect("a redirect is an error");
+    let err = match client.stream(&request()) {
+        Ok(_) => panic!("a redirect should be an error"),
+        Err(err) => err,
+    };
     assert_eq!(err.kind(), ErrorKind::Configuration, "{err:?}");
     let text = err.to_string();
     assert!(
@@ -267,4 +267,59 @@ fn a_redirect_is_not_retried_and_names_where_it_points() {
         "{text}"
     );
     assert_eq!(server.requests().len(), 1, "a redirect is not retried");
+}
+
+#[test]
+fn duplicate_tool_call_ids_never_produce_two_results_for_one_id() {
+    use crate::support::turns::{chat_sse, function};
+    use agentloop::exec::LocalExecutionEnvironment;
+    use agentloop::profiles::ProviderProfile;
+    use agentloop::session::{Session, SessionConfig};
+    use serde_json::{Value, json};
+
+    // An OpenAI-compatible server that gives two parallel calls the same id.
+    let calls = [
+        function("call_1", "shell", json!({"command": "echo one"})),
+        function("call_1", "shell", json!({"command": "echo two"})),
+    ];
+    let server = Server::start(vec![
+        Reply::sse(chat_sse("", &calls)),
+        Reply::sse(chat_sse("both ran", &[])),
+    ]);
+    let client = chat_client(&server.url(), support::http_options());
+    let profile = ProviderProfile::new("openai-chat", "loopback")
+        .with_tool(agentloop::tools::shell::tool())
+        .with_parallel_tool_calls(true);
+    let dir = tempfile::tempdir().unwrap();
+    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let session = Session::new(profile, env, client, SessionConfig::default()).unwrap();
+    let outcome = session.run("run both").unwrap();
+    assert_eq!(outcome.text, "both ran");
+
+    let second = &server.requests()[1];
+    let messages = second.json()["messages"].as_array().unwrap();
+    let call_ids: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    let result_ids: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(call_ids.len(), 2, "{messages:?}");
+    assert_ne!(call_ids[0], call_ids[1], "the ids were not made unique");
+    assert_eq!(
+        call_ids, result_ids,
+        "one result per call, same ids, same order"
+    );
+    // Each result answers its own call.
+    let outputs: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| &m["content"])
+        .collect();
+    assert!(outputs[0].to_string().contains("one") && outputs[1].to_string().contains("two"));
 }
