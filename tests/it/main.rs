@@ -36,6 +36,7 @@ mod sse;
 mod subagents;
 mod subagents_lifecycle;
 mod support;
+mod tool_rounds;
 mod tools;
 mod tools_search;
 mod tools_shell;
