@@ -3,6 +3,7 @@
 mod agent_cli;
 mod anthropic;
 mod apply_patch;
+mod cli_conformance;
 mod client;
 mod edit_file;
 mod examples;
