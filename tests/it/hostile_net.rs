@@ -288,7 +288,7 @@ fn duplicate_tool_call_ids_never_produce_two_results_for_one_id() {
     ]);
     let client = chat_client(&server.url(), support::http_options());
     let profile = ProviderProfile::new("openai-chat", "loopback")
-        .with_tool(agentloop::tools::shell::tool())
+        .with_tool(agentloop::tools::shell())
         .with_parallel_tool_calls(true);
     let dir = tempfile::tempdir().unwrap();
     let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()));

@@ -17,7 +17,7 @@ fn session_with(calls: &[String], config: SessionConfig, dir: &std::path::Path) 
     }
     let model = ScriptedModel::new(vec![turn, ScriptedTurn::text("done")]);
     let profile = ProviderProfile::new("scripted", "scripted")
-        .with_tool(agentloop::tools::shell::tool())
+        .with_tool(agentloop::tools::shell())
         .with_parallel_tool_calls(true);
     let env = Arc::new(LocalExecutionEnvironment::new(dir));
     Session::new(profile, env, Client::new().with_provider(model), config).unwrap()
