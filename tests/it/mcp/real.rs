@@ -1,5 +1,5 @@
 //! The official MCP servers installed by `.ci/run` (npm into `target/ci/node`, pip into
-//! the venv `target/ci/venv`), driven by a session whose scripted model calls their tools.
+//! the venv `target/ci/mcp-venv`), driven by a session whose scripted model calls their tools.
 //! Skipped with a reason when not installed; a failure under `AGENTLOOP_CI=1`.
 
 use std::net::TcpListener;
@@ -25,7 +25,7 @@ pub fn npm_bin(bin: &str) -> Option<PathBuf> {
 fn venv_bin(bin: &str) -> Option<PathBuf> {
     let path = std::env::var_os("AGENTLOOP_MCP_VENV")
         .map(PathBuf::from)
-        .unwrap_or_else(|| ci_dir().join("venv"))
+        .unwrap_or_else(|| ci_dir().join("mcp-venv"))
         .join("bin")
         .join(bin);
     installed(path, bin)
