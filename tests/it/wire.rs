@@ -4,13 +4,13 @@
 //! mid-stream error events, reasoning-only answers cut by the length limit, and no key in
 //! any error or `Debug` text.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentloop::ErrorKind;
 use agentloop::llm::{
-    Client, FinishKind, HttpOptions, Message, Provider, Request, Response, RetryPolicy, StreamEvent,
+    Client, FinishKind, HttpOptions, Message, Provider, Request, RetryPolicy, StreamEvent,
 };
 
 use crate::support::cancel::{
@@ -188,26 +188,6 @@ pub fn client_with(format: &Format, server: &Server, http: HttpOptions) -> Clien
 
 pub fn capture(relative: &str) -> PathBuf {
     conformance::dir().join(relative)
-}
-
-/// Asserts that `response` matches `capture`'s expected result, with one documented
-/// reading: the corpus normalises a raw `stop`/`STOP` that carries tool calls (Ollama,
-/// Gemini) to `stop`, while the unified spec (§3.8: Gemini "(has tool calls) →
-/// tool_calls") asks for `tool_calls`. That one difference is accepted when the response
-/// has tool calls; the raw value is still compared exactly.
-pub fn assert_conforms(capture: &Path, how: &str, response: &Response) {
-    let expected = conformance::expected_for(capture);
-    let inferred = "finish_reason_normalized: expected \"stop\", got \"tool_calls\"";
-    let diffs: Vec<String> = conformance::response_mismatches(&expected, response)
-        .into_iter()
-        .filter(|d| d != inferred || response.tool_calls().is_empty())
-        .collect();
-    assert!(
-        diffs.is_empty(),
-        "{} ({how}):\n  {}",
-        capture.display(),
-        diffs.join("\n  ")
-    );
 }
 
 #[test]
@@ -436,7 +416,7 @@ fn the_recorded_reasoning_model_stream_with_no_visible_text_finishes_with_length
     assert_eq!(response.text(), "");
     assert_eq!(response.finish_reason.reason, FinishKind::Length);
     assert_eq!(response.usage.reasoning_tokens, Some(50));
-    assert_conforms(&path, "served", &response);
+    conformance::assert_response(&path, "served", &response);
 }
 
 #[test]
