@@ -14,7 +14,7 @@ use agentloop::llm::{ContentPart, Request, Role, ToolResult};
 use agentloop::mcp::McpServer;
 use agentloop::session::{EventKind, SessionConfig, SessionEvent};
 
-use crate::session_support::*;
+use crate::support::session::*;
 
 /// Where `.ci/run` installs things: `target/ci/` of this repository.
 pub fn ci_dir() -> PathBuf {
