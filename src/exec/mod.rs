@@ -15,6 +15,7 @@ use crate::cancel::CancelToken;
 // The MCP client and the remote execution environment (this round) start their children here.
 #[allow(dead_code)]
 mod child;
+pub mod remote;
 mod env;
 mod files;
 mod local;
@@ -23,6 +24,7 @@ mod search;
 mod wrappers;
 
 pub use local::LocalExecutionEnvironment;
+pub use remote::{RemoteError, RemoteExecutionEnvironment, Transport};
 pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment};
 
 /// Which variables of the base environment commands inherit (spec §4.2), before the

@@ -1,0 +1,43 @@
+//! The exec-server: serves this machine's files and commands to a
+//! `RemoteExecutionEnvironment` over newline-delimited JSON-RPC on stdin/stdout (the
+//! protocol is specified in `src/exec/remote/protocol.rs`). It never reads a terminal
+//! and never writes anything but protocol lines to stdout.
+//!
+//! ```text
+//! exec_server [--version]
+//! ```
+//!
+//! The working directory is the one the client's `hello` names (this process's own when it
+//! names none). Install it on a remote host as `agentloop-exec-server` on the login shell's
+//! `PATH`, or give its path to `agent --remote … --remote-server PATH`. Build it static to
+//! copy it anywhere: `RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile
+//! min-size --example exec_server --target x86_64-unknown-linux-gnu`.
+
+use std::io::{self, BufReader};
+use std::process::ExitCode;
+
+use agentloop::exec::LocalExecutionEnvironment;
+use agentloop::exec::remote::{SERVER_NAME, protocol::PROTOCOL_VERSION, serve};
+
+fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("--version") {
+        println!("{SERVER_NAME} (protocol {PROTOCOL_VERSION})");
+        return ExitCode::SUCCESS;
+    }
+    let cwd = match std::env::current_dir() {
+        Ok(cwd) => cwd,
+        Err(e) => {
+            eprintln!("exec_server: no working directory: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let env = LocalExecutionEnvironment::new(cwd);
+    let input = BufReader::with_capacity(64 * 1024, io::stdin().lock());
+    match serve(env, input, io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("exec_server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
