@@ -17,6 +17,7 @@ mod parity;
 mod parity_kit;
 mod profiles;
 mod prompt;
+mod remote;
 mod requests;
 mod scripted;
 mod search;
