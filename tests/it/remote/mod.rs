@@ -8,6 +8,7 @@
 //! the temp dir. The "remote side" is this machine, so the tests can check with `/proc`
 //! that nothing is left running there.
 
+mod cli;
 mod faults;
 mod session;
 mod suite;
