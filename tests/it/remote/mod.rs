@@ -13,11 +13,11 @@ mod faults;
 mod session;
 mod suite;
 
+pub use crate::support::sshd::Sshd;
+
 use std::collections::BTreeMap;
 use std::fs;
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,18 +32,6 @@ pub const SECRET: &str = "sk-remote-test-0123456789abcdefghijklmnop";
 /// The `exec_server` example, as `cargo test` builds it.
 pub fn server_binary() -> PathBuf {
     crate::agent_cli::example_binary("exec_server")
-}
-
-/// Whether CI requires every tool (`AGENTLOOP_CI=1`).
-fn ci() -> bool {
-    std::env::var("AGENTLOOP_CI").is_ok_and(|v| v == "1")
-}
-
-/// Skips (returns `None` after a printed reason) or, under CI, fails.
-fn missing(reason: &str) -> Option<Sshd> {
-    assert!(!ci(), "AGENTLOOP_CI=1 and {reason}");
-    eprintln!("skipped: {reason}");
-    None
 }
 
 /// How a suite test reaches its server.
@@ -77,7 +65,7 @@ impl Fixture {
             Via::Stdio => (stdio_transport(), None),
             Via::Ssh => {
                 let sshd = Sshd::start()?;
-                (sshd.transport(), Some(sshd))
+                (ssh_transport(&sshd), Some(sshd))
             }
         };
         let env = RemoteExecutionEnvironment::connect(adjust(transport), Some(dir.path()))
@@ -164,119 +152,12 @@ pub fn pids_in(text: &str) -> Vec<i32> {
         .collect()
 }
 
-/// A private sshd on 127.0.0.1, killed on drop.
-pub struct Sshd {
-    child: Child,
-    pub port: u16,
-    pub dir: tempfile::TempDir,
-    pub user: String,
-}
-
-impl Sshd {
-    /// Starts one, or `None` (with a printed reason) when sshd is not installed.
-    pub fn start() -> Option<Sshd> {
-        let sshd = Path::new("/usr/sbin/sshd");
-        if !sshd.is_file() {
-            return missing("/usr/sbin/sshd is missing (apt-get install openssh-server)");
-        }
-        if Command::new("ssh").arg("-V").output().is_err() {
-            return missing("the ssh client is missing (apt-get install openssh-client)");
-        }
-        // sshd insists on its privilege separation directory.
-        let _ = fs::create_dir_all("/run/sshd");
-        let dir = tempfile::tempdir().expect("temp dir");
-        for key in ["host_key", "id"] {
-            let made = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-                .arg(dir.path().join(key))
-                .status()
-                .expect("ssh-keygen runs");
-            assert!(made.success(), "ssh-keygen failed");
-        }
-        fs::copy(dir.path().join("id.pub"), dir.path().join("authorized_keys")).unwrap();
-        let port = free_port();
-        let d = dir.path().display();
-        let config = format!(
-            "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
-             AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nUsePAM no\n\
-             PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-             PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nLogLevel ERROR\n\
-             MaxStartups 100:30:200\nMaxSessions 100\n"
-        );
-        fs::write(dir.path().join("sshd_config"), config).unwrap();
-        let child = Command::new(sshd)
-            .args(["-D", "-e", "-f"])
-            .arg(dir.path().join("sshd_config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(dir.path().join("sshd.log")).unwrap())
-            .spawn()
-            .expect("sshd starts");
-        let user = std::env::var("USER").unwrap_or_else(|_| "root".to_string());
-        let mut sshd = Sshd {
-            child,
-            port,
-            dir,
-            user,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = sshd.child.try_wait() {
-                let log = fs::read_to_string(sshd.dir.path().join("sshd.log")).unwrap_or_default();
-                panic!("sshd exited with {status}: {log}");
-            }
-            assert!(Instant::now() < deadline, "sshd never listened on {port}");
-            thread::sleep(Duration::from_millis(20));
-        }
-        Some(sshd)
-    }
-
-    /// The ssh client options: our key, no known-hosts file, no user config.
-    pub fn options(&self) -> Vec<String> {
-        let d = self.dir.path().display();
-        [
-            "-F",
-            "/dev/null",
-            "-i",
-            &format!("{d}/id"),
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "LogLevel=ERROR",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    }
-
-    /// `user@127.0.0.1`.
-    pub fn destination(&self) -> String {
-        format!("{}@127.0.0.1", self.user)
-    }
-
-    /// An ssh transport to the exec-server, a secret in the server's environment.
-    pub fn transport(&self) -> Transport {
-        let server = format!(
-            "env OPENAI_API_KEY={SECRET} VISIBLE_MARKER=plain-value {}",
-            server_binary().display()
-        );
-        Transport::ssh(&self.destination(), Some(self.port), &self.options(), Some(&server))
-            .with_env(base_env())
-    }
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().unwrap().port()
+/// An ssh transport to the exec-server behind `sshd`, a secret in the server's environment.
+pub fn ssh_transport(sshd: &Sshd) -> Transport {
+    let server = format!(
+        "env OPENAI_API_KEY={SECRET} VISIBLE_MARKER=plain-value {}",
+        server_binary().display()
+    );
+    Transport::ssh(&sshd.destination(), Some(sshd.port), &sshd.options(), Some(&server))
+        .with_env(base_env())
 }
