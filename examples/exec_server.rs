@@ -13,11 +13,10 @@
 //! copy it anywhere: `RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile
 //! min-size --example exec_server --target x86_64-unknown-linux-gnu`.
 
-use std::io::{self, BufReader};
 use std::process::ExitCode;
 
 use agentloop::exec::LocalExecutionEnvironment;
-use agentloop::exec::remote::{SERVER_NAME, protocol::PROTOCOL_VERSION, serve};
+use agentloop::exec::remote::{SERVER_NAME, protocol::PROTOCOL_VERSION, serve_stdio};
 
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("--version") {
@@ -32,8 +31,8 @@ fn main() -> ExitCode {
         }
     };
     let env = LocalExecutionEnvironment::new(cwd);
-    let input = BufReader::with_capacity(64 * 1024, io::stdin().lock());
-    match serve(env, input, io::stdout()) {
+    // SIGTERM, SIGHUP and SIGINT end the running commands' groups before the server exits.
+    match serve_stdio(env) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("exec_server: {e}");

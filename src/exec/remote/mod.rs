@@ -28,7 +28,7 @@ use self::protocol::{FULL_ACCESS, PROTOCOL_VERSION, encode_base64};
 use super::child::StdioChildSpec;
 use super::{EnvPolicy, env};
 
-pub use server::{SERVER_NAME, serve};
+pub use server::{SERVER_NAME, serve, serve_stdio};
 
 /// The exec-server command a transport runs when none is given.
 pub const DEFAULT_SERVER_COMMAND: &str = "agentloop-exec-server";

@@ -51,9 +51,33 @@ struct Server<'w, W: Write + Send> {
 /// `input`/`output` until end of input; returns when every call has answered.
 pub fn serve<R: BufRead, W: Write + Send>(
     template: LocalExecutionEnvironment,
+    input: R,
+    output: W,
+) -> io::Result<()> {
+    run(template, input, output, false)
+}
+
+/// Serves `template` on this process's stdin and stdout: the exec-server's `main`.
+///
+/// As [`serve`], and SIGTERM, SIGHUP and SIGINT end the server cleanly: every running
+/// command's group is ended as on a timeout (SIGTERM, the grace, SIGKILL), the calls are
+/// answered, and the process exits with status 128 + the signal. (SIGKILL cannot be
+/// handled: a server killed with it leaves its running commands to finish on their own.)
+pub fn serve_stdio(template: LocalExecutionEnvironment) -> io::Result<()> {
+    let input = io::BufReader::with_capacity(64 * 1024, io::stdin());
+    run(template, input, io::stdout(), true)
+}
+
+fn run<R: BufRead, W: Write + Send>(
+    template: LocalExecutionEnvironment,
     mut input: R,
     mut output: W,
+    handle_signals: bool,
 ) -> io::Result<()> {
+    if handle_signals {
+        signals::install()?;
+    }
+    let finished = AtomicBool::new(false);
     let server = Server {
         out: Mutex::new(&mut output),
         broken: AtomicBool::new(false),
@@ -64,6 +88,18 @@ pub fn serve<R: BufRead, W: Write + Send>(
     };
     let server = &server;
     thread::scope(|scope| {
+        if handle_signals {
+            let finished = &finished;
+            thread::Builder::new()
+                .name("agentloop-serve-signals".to_string())
+                .stack_size(64 * 1024)
+                .spawn_scoped(scope, move || {
+                    if let Some(signal) = signals::wait(finished) {
+                        server.stop_all();
+                        std::process::exit(128 + signal);
+                    }
+                })?;
+        }
         let mut buf = Vec::new();
         loop {
             let line = match read_line(&mut input, &mut buf, MAX_LINE) {
@@ -89,11 +125,10 @@ pub fn serve<R: BufRead, W: Write + Send>(
             server.dispatch(scope, message);
         }
         // End of input: the client is gone; stop everything still running.
-        for token in server.running.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            token.cancel();
-        }
-    });
-    Ok(())
+        server.cancel_all();
+        finished.store(true, Ordering::SeqCst);
+        Ok(())
+    })
 }
 
 impl<'w, W: Write + Send> Server<'w, W> {
@@ -152,6 +187,22 @@ impl<'w, W: Write + Send> Server<'w, W> {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             let id = message.get("id").cloned().unwrap_or(Value::Null);
             self.send(&error_response(&id, IO_ERROR, &e.to_string(), None));
+        }
+    }
+
+    fn cancel_all(&self) {
+        for token in self.running.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            token.cancel();
+        }
+    }
+
+    /// Cancels every command and waits (bounded) until every call has answered.
+    fn stop_all(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.in_flight.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            // Again each time: a command may have been starting while we cancelled.
+            self.cancel_all();
+            thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -294,5 +345,55 @@ impl<'w, W: Write + Send> Server<'w, W> {
         let result = env.exec_command(&request, &on_output, &cancel);
         self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&call);
         Ok(exec_result_to_json(&result.map_err(io_failure)?))
+    }
+}
+
+/// Termination signals, noted by a handler and acted on by a thread. A handler (not a
+/// blocked mask) because commands inherit a mask but not a handler: exec resets caught
+/// signals to their default.
+mod signals {
+    use std::io;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+    use std::time::Duration;
+
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT];
+
+    /// The last termination signal received (0: none).
+    static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+    extern "C" fn note(signal: libc::c_int) {
+        // Only an atomic store: async-signal-safe.
+        RECEIVED.store(signal, Ordering::SeqCst);
+    }
+
+    /// Installs the handler for SIGTERM, SIGHUP and SIGINT.
+    pub(super) fn install() -> io::Result<()> {
+        for signal in SIGNALS {
+            // SAFETY: `action` is zeroed then filled; `note` only stores to an atomic,
+            // which is async-signal-safe; sigaction reads valid pointers.
+            let rc = unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = note as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                action.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(signal, &action, std::ptr::null_mut())
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for a termination signal, looking every 20 ms, until `finished`.
+    pub(super) fn wait(finished: &AtomicBool) -> Option<i32> {
+        while !finished.load(Ordering::SeqCst) {
+            let signal = RECEIVED.load(Ordering::SeqCst);
+            if signal != 0 {
+                return Some(signal);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 }

@@ -214,3 +214,34 @@ fn a_command_cancelled_before_it_starts_never_runs() {
     assert!(!f.dir.path().join("ran").exists());
     f.finish();
 }
+
+#[test]
+fn a_server_ended_by_sigterm_ends_its_commands_first() {
+    let Some(f) = super::Fixture::new(super::Via::Stdio) else { return };
+    let (tx, rx) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let request = CommandRequest::new(
+        "sleep 30 & echo \"pids $$ $!\"; grep SigBlk /proc/self/status; wait",
+        Duration::from_secs(60),
+    );
+    let result = std::thread::scope(|s| {
+        let running = s.spawn(|| {
+            f.env.exec_command(&request, &|_, c| tx.send(c.to_vec()).unwrap(), &CancelToken::new())
+        });
+        rx.recv_timeout(Duration::from_secs(20)).expect("the pids arrive");
+        // SAFETY: the server is this test's own child.
+        unsafe { libc::kill(f.server_pid, libc::SIGTERM) };
+        running.join().unwrap()
+    });
+    // The server answered before it exited: the command was stopped, not lost.
+    let result = result.expect("the server answers the call before exiting");
+    assert!(result.cancelled, "{result:?}");
+    // Commands do not inherit the server's blocked signals.
+    assert!(result.stdout.contains("SigBlk:\t0000000000000000"), "{}", result.stdout);
+    for pid in super::pids_in(&result.stdout) {
+        super::assert_gone(pid);
+    }
+    super::assert_gone(f.server_pid);
+    // The next call reconnects.
+    assert_eq!(super::run(&f.env, "echo back", 20_000).stdout, "back\n");
+    drop(f);
+}
