@@ -270,7 +270,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
         }
     }
     if options.remote.is_some() && options.remote_command.is_some() {
-        return Err(usage("--remote and --remote-command exclude each other; give one"));
+        return Err(usage(
+            "--remote and --remote-command exclude each other; give one",
+        ));
     }
     if !words.is_empty() {
         let prompt = words.join(" ");

@@ -104,10 +104,18 @@ pub fn run() -> Vec<Row> {
     rows.push(row("local: stat, median of 2000", us(local_stat), ""));
     rows.push(row("stdio exec-server: stat, median of 2000", us(stat), ""));
     rows.push(row("local: `true`, median of 200", us(local_exec), ""));
-    rows.push(row("stdio exec-server: `true`, median of 200", us(exec), ""));
+    rows.push(row(
+        "stdio exec-server: `true`, median of 200",
+        us(exec),
+        "",
+    ));
     rows.push(row(
         "stdio overhead per call above local (stat / `true`)",
-        format!("{} / {}", us(stat.saturating_sub(local_stat)), us(exec.saturating_sub(local_exec))),
+        format!(
+            "{} / {}",
+            us(stat.saturating_sub(local_stat)),
+            us(exec.saturating_sub(local_exec))
+        ),
         "< 1 ms",
     ));
     drop(remote);
@@ -148,7 +156,11 @@ fn over_ssh(server: &Path, dir: &Path) -> Vec<Row> {
         row("ssh: connect + hello", us(connect), ""),
         row("ssh, one connection: stat, median of 2000", us(stat), ""),
         row("ssh, one connection: `true`, median of 200", us(exec), ""),
-        row("ssh, a new `ssh host true` per call, median of 10", us(fresh), "far above reuse"),
+        row(
+            "ssh, a new `ssh host true` per call, median of 10",
+            us(fresh),
+            "far above reuse",
+        ),
     ]
 }
 
@@ -162,7 +174,9 @@ fn status_field(pid: &str, field: &str) -> u64 {
 }
 
 fn many_sessions(server: &Path) -> Vec<Row> {
-    let dirs: Vec<tempfile::TempDir> = (0..SESSIONS).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<tempfile::TempDir> = (0..SESSIONS)
+        .map(|_| tempfile::tempdir().unwrap())
+        .collect();
     let rss_before = status_field("self", "VmRSS:");
     let started = Instant::now();
     let envs: Vec<Arc<RemoteExecutionEnvironment>> = dirs
@@ -203,7 +217,12 @@ fn many_sessions(server: &Path) -> Vec<Row> {
                     .stack_size(256 * 1024)
                     .spawn_scoped(s, move || {
                         let mut turns: Vec<ScriptedTurn> = (0..ROUNDS)
-                            .map(|r| ScriptedTurn::tool_call("shell", json!({"command": format!("echo round {r}")})))
+                            .map(|r| {
+                                ScriptedTurn::tool_call(
+                                    "shell",
+                                    json!({"command": format!("echo round {r}")}),
+                                )
+                            })
                             .collect();
                         turns.push(ScriptedTurn::text("done"));
                         let profile = ProviderProfile::new("scripted", "scripted-model")
@@ -211,7 +230,10 @@ fn many_sessions(server: &Path) -> Vec<Row> {
                         let client = Client::new().with_provider(ScriptedModel::new(turns));
                         let session =
                             Session::new(profile, env, client, SessionConfig::default()).unwrap();
-                        if session.run("run the rounds").is_ok_and(|o| o.text == "done") {
+                        if session
+                            .run("run the rounds")
+                            .is_ok_and(|o| o.text == "done")
+                        {
                             completed.fetch_add(1, Ordering::SeqCst);
                         }
                     })
@@ -228,15 +250,30 @@ fn many_sessions(server: &Path) -> Vec<Row> {
     drop(envs);
     let shells = SESSIONS * ROUNDS;
     vec![
-        row(format!("{SESSIONS} sessions: connect {SESSIONS} exec-servers"), format!("{:.0} ms", connected.as_secs_f64() * 1e3), ""),
         row(
-            format!("{SESSIONS} sessions × {ROUNDS} shell rounds: wall time ({} completed)", completed.load(Ordering::SeqCst)),
-            format!("{:.2} s ({:.2} ms per shell call)", wall.as_secs_f64(), wall.as_secs_f64() * 1e3 / shells as f64),
+            format!("{SESSIONS} sessions: connect {SESSIONS} exec-servers"),
+            format!("{:.0} ms", connected.as_secs_f64() * 1e3),
+            "",
+        ),
+        row(
+            format!(
+                "{SESSIONS} sessions × {ROUNDS} shell rounds: wall time ({} completed)",
+                completed.load(Ordering::SeqCst)
+            ),
+            format!(
+                "{:.2} s ({:.2} ms per shell call)",
+                wall.as_secs_f64(),
+                wall.as_secs_f64() * 1e3 / shells as f64
+            ),
             "",
         ),
         row(
             "host process: peak RSS (VmHWM), RSS before",
-            format!("{:.1} MiB, {:.1} MiB", host_peak as f64 / 1024.0, rss_before as f64 / 1024.0),
+            format!(
+                "{:.1} MiB, {:.1} MiB",
+                host_peak as f64 / 1024.0,
+                rss_before as f64 / 1024.0
+            ),
             "",
         ),
         row(
@@ -246,7 +283,10 @@ fn many_sessions(server: &Path) -> Vec<Row> {
         ),
         row(
             format!("{SESSIONS} exec-servers: peak total RSS"),
-            format!("{:.1} MiB", peak_servers_kib.load(Ordering::SeqCst) as f64 / 1024.0),
+            format!(
+                "{:.1} MiB",
+                peak_servers_kib.load(Ordering::SeqCst) as f64 / 1024.0
+            ),
             "",
         ),
     ]

@@ -15,11 +15,11 @@ use crate::cancel::CancelToken;
 // The MCP client and the remote execution environment (this round) start their children here.
 #[allow(dead_code)]
 mod child;
-pub mod remote;
 mod env;
 mod files;
 mod local;
 mod process;
+pub mod remote;
 mod search;
 mod wrappers;
 

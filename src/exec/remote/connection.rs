@@ -156,7 +156,11 @@ impl Connection {
 
     /// The last lines of the transport's stderr, for error messages.
     pub(crate) fn stderr_note(&self) -> String {
-        let tail = self.child.lock().unwrap_or_else(|e| e.into_inner()).stderr_tail();
+        let tail = self
+            .child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stderr_tail();
         let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
         let last = &lines[lines.len().saturating_sub(3)..];
         if last.is_empty() {
@@ -242,7 +246,9 @@ fn dispatch(line: &[u8], pending: &Mutex<Pending>) -> Result<(), String> {
     };
     if message.get("method").and_then(Value::as_str) == Some("process/output") {
         let params = &message["params"];
-        let call = params["call"].as_u64().ok_or_else(|| format!("output without a call: {}", shown()))?;
+        let call = params["call"]
+            .as_u64()
+            .ok_or_else(|| format!("output without a call: {}", shown()))?;
         let stream = match params["stream"].as_str() {
             Some("stdout") => OutputStream::Stdout,
             Some("stderr") => OutputStream::Stderr,
@@ -273,7 +279,10 @@ fn dispatch(line: &[u8], pending: &Mutex<Pending>) -> Result<(), String> {
             error.get("data").cloned(),
         )
     } else {
-        return Err(format!("a response with neither result nor error: {}", shown()));
+        return Err(format!(
+            "a response with neither result nor error: {}",
+            shown()
+        ));
     };
     let tx = pending
         .lock()

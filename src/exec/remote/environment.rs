@@ -17,8 +17,8 @@ use super::{
 };
 use crate::cancel::CancelToken;
 use crate::exec::{
-    CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat,
-    GrepOptions, GrepOutput, OutputCallback,
+    CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
+    GrepOutput, OutputCallback,
 };
 
 /// How often a waiting command looks at its cancel token.
@@ -47,7 +47,8 @@ impl ExecutionEnvironment for RemoteExecutionEnvironment {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.call("fs/remove", json!({"path": path_param(path)?})).map(drop)
+        self.call("fs/remove", json!({"path": path_param(path)?}))
+            .map(drop)
     }
 
     fn file_exists(&self, path: &Path) -> bool {

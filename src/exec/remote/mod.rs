@@ -12,6 +12,7 @@ mod codec;
 mod connection;
 pub mod protocol;
 mod server;
+mod signals;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -227,9 +228,14 @@ impl Transport {
         server_command: Option<&str>,
     ) -> io::Result<(Transport, Option<PathBuf>)> {
         let bad = |why: &str| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("`{url}` is not an ssh URL: {why}"))
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("`{url}` is not an ssh URL: {why}"),
+            )
         };
-        let rest = url.strip_prefix("ssh://").ok_or_else(|| bad("it must start with ssh://"))?;
+        let rest = url
+            .strip_prefix("ssh://")
+            .ok_or_else(|| bad("it must start with ssh://"))?;
         let (authority, path) = match rest.find('/') {
             Some(at) => (&rest[..at], Some(PathBuf::from(&rest[at..]))),
             None => (rest, None),
@@ -244,7 +250,10 @@ impl Transport {
         if userhost.is_empty() || userhost.ends_with('@') || userhost.starts_with('-') {
             return Err(bad("it names no host"));
         }
-        Ok((Transport::ssh(userhost, port, options, server_command), path))
+        Ok((
+            Transport::ssh(userhost, port, options, server_command),
+            path,
+        ))
     }
 
     /// Replaces the transport process's environment.
@@ -387,10 +396,13 @@ fn handshake(
     transport: &Transport,
     working_dir: Option<&Path>,
 ) -> Result<(Connection, ServerInfo), RemoteError> {
-    let (program, args) = transport.argv.split_first().ok_or_else(|| RemoteError::Spawn {
-        transport: transport.label.clone(),
-        detail: "the transport has no program".to_string(),
-    })?;
+    let (program, args) = transport
+        .argv
+        .split_first()
+        .ok_or_else(|| RemoteError::Spawn {
+            transport: transport.label.clone(),
+            detail: "the transport has no program".to_string(),
+        })?;
     let spec = StdioChildSpec {
         program,
         args,
@@ -405,10 +417,13 @@ fn handshake(
     }
     let call = connection.start("hello", params)?;
     let waited = DEFAULT_CALL_TIMEOUT;
-    let incoming = call.rx.recv_timeout(waited).map_err(|_| RemoteError::NoAnswer {
-        method: "hello".to_string(),
-        waited,
-    })?;
+    let incoming = call
+        .rx
+        .recv_timeout(waited)
+        .map_err(|_| RemoteError::NoAnswer {
+            method: "hello".to_string(),
+            waited,
+        })?;
     let version_error = |server: &str, version: u64| RemoteError::Version {
         server: server.to_string(),
         server_version: version,
@@ -447,8 +462,12 @@ fn handshake(
     };
     let info = ServerInfo {
         working_dir: PathBuf::from(str_field(&result, "working_directory").map_err(malformed)?),
-        platform: str_field(&result, "platform").map_err(malformed)?.to_string(),
-        os_version: str_field(&result, "os_version").map_err(malformed)?.to_string(),
+        platform: str_field(&result, "platform")
+            .map_err(malformed)?
+            .to_string(),
+        os_version: str_field(&result, "os_version")
+            .map_err(malformed)?
+            .to_string(),
         max_timeout: Duration::from_millis(
             u64_field(&result, "max_command_timeout_ms").map_err(malformed)?,
         ),
@@ -506,7 +525,10 @@ fn path_param(path: &Path) -> io::Result<Value> {
     path.to_str().map(|p| json!(p)).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("`{}` is not UTF-8; the exec-server protocol carries UTF-8 paths", path.display()),
+            format!(
+                "`{}` is not UTF-8; the exec-server protocol carries UTF-8 paths",
+                path.display()
+            ),
         )
     })
 }

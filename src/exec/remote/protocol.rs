@@ -103,7 +103,11 @@ pub(crate) enum Line {
 
 /// Reads one `\n`-terminated line into `buf` (cleared first), never holding more than
 /// `cap` bytes of it.
-pub(crate) fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, cap: usize) -> io::Result<Line> {
+pub(crate) fn read_line(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<Line> {
     buf.clear();
     let mut too_long = false;
     loop {
@@ -130,7 +134,11 @@ pub(crate) fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, cap: usize
         let used = done.unwrap_or(available.len());
         reader.consume(used);
         if done.is_some() {
-            return Ok(if too_long { Line::TooLong } else { Line::Complete });
+            return Ok(if too_long {
+                Line::TooLong
+            } else {
+                Line::Complete
+            });
         }
     }
 }
@@ -197,7 +205,11 @@ const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 pub(crate) fn encode_base64(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -258,7 +270,10 @@ mod tests {
         let mut reader = io::BufReader::with_capacity(7, input.as_bytes());
         let mut buf = Vec::new();
         assert_eq!(read_line(&mut reader, &mut buf, 10).unwrap(), Line::TooLong);
-        assert_eq!(read_line(&mut reader, &mut buf, 10).unwrap(), Line::Complete);
+        assert_eq!(
+            read_line(&mut reader, &mut buf, 10).unwrap(),
+            Line::Complete
+        );
         assert_eq!(buf, b"short");
         assert_eq!(read_line(&mut reader, &mut buf, 10).unwrap(), Line::Eof);
     }

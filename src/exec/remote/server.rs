@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use super::codec::*;
 use super::protocol::*;
+use super::signals;
 use crate::cancel::CancelToken;
 use crate::exec::{
     CommandRequest, ExecutionEnvironment, GrepOptions, LocalExecutionEnvironment, OutputStream,
@@ -34,7 +35,11 @@ fn invalid(message: Invalid) -> Failure {
 }
 
 fn io_failure(e: io::Error) -> Failure {
-    (IO_ERROR, e.to_string(), Some(json!({"kind": kind_name(e.kind())})))
+    (
+        IO_ERROR,
+        e.to_string(),
+        Some(json!({"kind": kind_name(e.kind())})),
+    )
 }
 
 /// Shared state of one connection.
@@ -191,7 +196,12 @@ impl<'w, W: Write + Send> Server<'w, W> {
     }
 
     fn cancel_all(&self) {
-        for token in self.running.lock().unwrap_or_else(|e| e.into_inner()).values() {
+        for token in self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
             token.cancel();
         }
     }
@@ -230,16 +240,26 @@ impl<'w, W: Write + Send> Server<'w, W> {
                 )));
             }
         }
-        let path = || str_field(params, "path").map(PathBuf::from).map_err(invalid);
+        let path = || {
+            str_field(params, "path")
+                .map(PathBuf::from)
+                .map_err(invalid)
+        };
         match method {
             "process/start" => self.start(env, id, params),
             "fs/readFile" => {
-                let offset = opt_u64(params, "offset").map_err(invalid)?.map(|n| n as usize);
-                let limit = opt_u64(params, "limit").map_err(invalid)?.map(|n| n as usize);
+                let offset = opt_u64(params, "offset")
+                    .map_err(invalid)?
+                    .map(|n| n as usize);
+                let limit = opt_u64(params, "limit")
+                    .map_err(invalid)?
+                    .map(|n| n as usize);
                 let content = env.read_file(&path()?, offset, limit).map_err(io_failure)?;
                 Ok(file_content_to_json(&content))
             }
-            "fs/readBytes" => Ok(bytes_to_json(&env.read_bytes(&path()?).map_err(io_failure)?)),
+            "fs/readBytes" => Ok(bytes_to_json(
+                &env.read_bytes(&path()?).map_err(io_failure)?,
+            )),
             "fs/writeFile" => {
                 let data = bytes_field(params, "data").map_err(invalid)?;
                 env.write_file(&path()?, &data).map_err(io_failure)?;
@@ -311,11 +331,16 @@ impl<'w, W: Write + Send> Server<'w, W> {
         id: &Value,
         params: &Value,
     ) -> Result<Value, Failure> {
-        let call = id.as_u64().ok_or_else(|| invalid("`id` must be an integer".into()))?;
+        let call = id
+            .as_u64()
+            .ok_or_else(|| invalid("`id` must be an integer".into()))?;
         let command = str_field(params, "command").map_err(invalid)?;
         let timeout = Duration::from_millis(u64_field(params, "timeout_ms").map_err(invalid)?);
         let mut request = CommandRequest::new(command, timeout);
-        request.working_dir = params.get("working_dir").and_then(Value::as_str).map(Into::into);
+        request.working_dir = params
+            .get("working_dir")
+            .and_then(Value::as_str)
+            .map(Into::into);
         request.env = env_map_from_json(params.get("env")).map_err(invalid)?;
         let mut local = None;
         if let Some(policy) = params.get("env_policy").filter(|p| !p.is_null()) {
@@ -343,57 +368,10 @@ impl<'w, W: Write + Send> Server<'w, W> {
             self.send(&notification("process/output", params));
         };
         let result = env.exec_command(&request, &on_output, &cancel);
-        self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&call);
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&call);
         Ok(exec_result_to_json(&result.map_err(io_failure)?))
-    }
-}
-
-/// Termination signals, noted by a handler and acted on by a thread. A handler (not a
-/// blocked mask) because commands inherit a mask but not a handler: exec resets caught
-/// signals to their default.
-mod signals {
-    use std::io;
-    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-    use std::time::Duration;
-
-    const SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT];
-
-    /// The last termination signal received (0: none).
-    static RECEIVED: AtomicI32 = AtomicI32::new(0);
-
-    extern "C" fn note(signal: libc::c_int) {
-        // Only an atomic store: async-signal-safe.
-        RECEIVED.store(signal, Ordering::SeqCst);
-    }
-
-    /// Installs the handler for SIGTERM, SIGHUP and SIGINT.
-    pub(super) fn install() -> io::Result<()> {
-        for signal in SIGNALS {
-            // SAFETY: `action` is zeroed then filled; `note` only stores to an atomic,
-            // which is async-signal-safe; sigaction reads valid pointers.
-            let rc = unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = note as extern "C" fn(libc::c_int) as libc::sighandler_t;
-                action.sa_flags = libc::SA_RESTART;
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(signal, &action, std::ptr::null_mut())
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(())
-    }
-
-    /// Waits for a termination signal, looking every 20 ms, until `finished`.
-    pub(super) fn wait(finished: &AtomicBool) -> Option<i32> {
-        while !finished.load(Ordering::SeqCst) {
-            let signal = RECEIVED.load(Ordering::SeqCst);
-            if signal != 0 {
-                return Some(signal);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
     }
 }

@@ -15,7 +15,11 @@ use crate::support::{FAKE_KEY, Reply, Server};
 fn replies() -> Vec<Reply> {
     let call = |id: &str, name: &str, args| turns::anthropic_sse("", &[function(id, name, args)]);
     vec![
-        Reply::sse(call("call_1", "shell", json!({"command": "echo hello > out.txt"}))),
+        Reply::sse(call(
+            "call_1",
+            "shell",
+            json!({"command": "echo hello > out.txt"}),
+        )),
         Reply::sse(call("call_2", "read_file", json!({"file_path": "out.txt"}))),
         Reply::sse(turns::anthropic_sse("done", &[])),
     ]
@@ -49,9 +53,15 @@ fn completes_through(transport: String) {
     let ran = run_command(agent(&server, &args), "");
     let output = ran.all_output();
     assert_eq!(ran.status, Some(0), "{output}");
-    assert_eq!(std::fs::read_to_string(work.path().join("out.txt")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("out.txt")).unwrap(),
+        "hello\n"
+    );
     // The header shows the transport and the remote directory.
-    assert!(output.contains("env -C") && output.contains(&dir), "{output}");
+    assert!(
+        output.contains("env -C") && output.contains(&dir),
+        "{output}"
+    );
     assert!(server.requests()[2].body_text().contains("hello"));
     assert!(!output.contains(FAKE_KEY));
 }
@@ -76,10 +86,17 @@ fn the_agent_runs_its_tools_through_ssh() {
 #[test]
 fn an_unreachable_remote_is_an_error_and_conflicting_options_are_usage_errors() {
     let server = Server::start(Vec::new());
-    let args = ["--remote-command".to_string(), "/nonexistent/transport".to_string()];
+    let args = [
+        "--remote-command".to_string(),
+        "/nonexistent/transport".to_string(),
+    ];
     let ran = run_command(agent(&server, &args), "");
     assert_eq!(ran.status, Some(1), "{}", ran.all_output());
-    assert!(ran.stderr.contains("cannot reach the remote exec-server"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("cannot reach the remote exec-server"),
+        "{}",
+        ran.stderr
+    );
     let args = [
         "--remote".to_string(),
         "ssh://host".to_string(),

@@ -34,16 +34,28 @@ fn fake(script: &str) -> Transport {
 
 fn connect_error(script: &str) -> (std::io::Error, RemoteError) {
     let error = RemoteExecutionEnvironment::connect(fake(script), None).unwrap_err();
-    let remote = RemoteError::of(&error).expect("a RemoteError inside").clone();
+    let remote = RemoteError::of(&error)
+        .expect("a RemoteError inside")
+        .clone();
     (error, remote)
 }
 
 #[test]
 fn an_old_server_version_is_refused_with_a_message() {
     let (error, remote) = connect_error(&format!("read l; echo '{}'; read l", hello(0)));
-    assert!(matches!(remote, RemoteError::Version { server_version: 0, client_version: 1, .. }));
+    assert!(matches!(
+        remote,
+        RemoteError::Version {
+            server_version: 0,
+            client_version: 1,
+            ..
+        }
+    ));
     let message = error.to_string();
-    assert!(message.contains("fake-server 0.0.1") && message.contains("version 0"), "{message}");
+    assert!(
+        message.contains("fake-server 0.0.1") && message.contains("version 0"),
+        "{message}"
+    );
     assert!(message.contains("same agentloop release"), "{message}");
     assert_eq!(error.kind(), std::io::ErrorKind::Unsupported);
 }
@@ -52,18 +64,35 @@ fn an_old_server_version_is_refused_with_a_message() {
 fn a_server_that_does_not_know_hello_is_refused_as_too_old() {
     let reply = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"unknown method"}}"#;
     let (_, remote) = connect_error(&format!("read l; echo '{reply}'; read l"));
-    assert!(matches!(remote, RemoteError::Version { server_version: 0, .. }), "{remote:?}");
+    assert!(
+        matches!(
+            remote,
+            RemoteError::Version {
+                server_version: 0,
+                ..
+            }
+        ),
+        "{remote:?}"
+    );
 }
 
 /// A fake server that answers hello, then sends `line` after the next request.
 fn after_hello(line_command: &str) -> RemoteError {
-    let script = format!("read l; echo '{}'; read l; {line_command}; sleep 5", hello(1));
+    let script = format!(
+        "read l; echo '{}'; read l; {line_command}; sleep 5",
+        hello(1)
+    );
     let env = RemoteExecutionEnvironment::connect(fake(&script), None).unwrap();
     let started = Instant::now();
     let error = env.stat(Path::new("x")).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(4), "the error waited for the transport");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the error waited for the transport"
+    );
     assert_eq!(error.kind(), std::io::ErrorKind::InvalidData, "{error}");
-    RemoteError::of(&error).expect("a RemoteError inside").clone()
+    RemoteError::of(&error)
+        .expect("a RemoteError inside")
+        .clone()
 }
 
 #[test]
@@ -79,21 +108,30 @@ fn a_malformed_line_from_the_server_is_a_typed_error() {
 fn an_oversized_line_from_the_server_is_a_typed_error() {
     // 33 MiB without a newline, then one.
     let remote = after_hello("head -c 34603008 /dev/zero | tr '\\0' x; echo");
-    assert!(matches!(remote, RemoteError::LineTooLong { limit } if limit == 32 << 20), "{remote:?}");
+    assert!(
+        matches!(remote, RemoteError::LineTooLong { limit } if limit == 32 << 20),
+        "{remote:?}"
+    );
 }
 
 #[test]
 fn a_transport_that_cannot_start_is_a_spawn_error() {
     let transport = Transport::direct(vec!["/nonexistent/exec-server".into()]);
     let error = RemoteExecutionEnvironment::connect(transport, None).unwrap_err();
-    assert!(matches!(RemoteError::of(&error), Some(RemoteError::Spawn { .. })), "{error}");
+    assert!(
+        matches!(RemoteError::of(&error), Some(RemoteError::Spawn { .. })),
+        "{error}"
+    );
 }
 
 #[test]
 fn a_transport_that_exits_at_once_says_why() {
     let (error, remote) = connect_error("echo 'Permission denied (publickey).' >&2; exit 255");
     assert!(matches!(remote, RemoteError::Closed { .. }), "{remote:?}");
-    assert!(error.to_string().contains("Permission denied (publickey)"), "{error}");
+    assert!(
+        error.to_string().contains("Permission denied (publickey)"),
+        "{error}"
+    );
 }
 
 /// The real exec-server, talked to line by line.
@@ -113,7 +151,11 @@ impl Raw {
             .unwrap();
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        Raw { child, stdin, stdout }
+        Raw {
+            child,
+            stdin,
+            stdout,
+        }
     }
 
     fn send(&mut self, line: &[u8]) -> Value {
@@ -139,16 +181,32 @@ fn the_server_answers_bad_input_with_typed_errors_and_goes_on() {
     let mut raw = Raw::start();
     let early = raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"fs/stat","params":{"path":"."}}"#);
     assert_eq!(early["error"]["code"], -32002, "{early}");
-    let old = raw.send(br#"{"jsonrpc":"2.0","id":2,"method":"hello","params":{"protocol_version":0}}"#);
+    let old =
+        raw.send(br#"{"jsonrpc":"2.0","id":2,"method":"hello","params":{"protocol_version":0}}"#);
     assert_eq!(old["error"]["code"], -32001, "{old}");
-    assert!(old["error"]["message"].as_str().unwrap().contains("version 0"), "{old}");
+    assert!(
+        old["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("version 0"),
+        "{old}"
+    );
     let garbage = raw.send(b"{not json");
-    assert_eq!((garbage["id"].clone(), garbage["error"]["code"].clone()), (Value::Null, json!(-32700)));
+    assert_eq!(
+        (garbage["id"].clone(), garbage["error"]["code"].clone()),
+        (Value::Null, json!(-32700))
+    );
     let huge = vec![b'x'; 33 * 1024 * 1024];
     let too_long = raw.send(&huge);
     assert_eq!(too_long["error"]["code"], -32700, "{too_long}");
-    assert!(too_long["error"]["message"].as_str().unwrap().contains("longer than"));
-    let hello = raw.send(br#"{"jsonrpc":"2.0","id":3,"method":"hello","params":{"protocol_version":1}}"#);
+    assert!(
+        too_long["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than")
+    );
+    let hello =
+        raw.send(br#"{"jsonrpc":"2.0","id":3,"method":"hello","params":{"protocol_version":1}}"#);
     assert_eq!(hello["result"]["protocol_version"], 1, "{hello}");
     let unknown = raw.send(br#"{"jsonrpc":"2.0","id":4,"method":"fs/format","params":{}}"#);
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
@@ -156,7 +214,8 @@ fn the_server_answers_bad_input_with_typed_errors_and_goes_on() {
         br#"{"jsonrpc":"2.0","id":5,"method":"fs/stat","params":{"path":".","sandbox":"read-only"}}"#,
     );
     assert_eq!(sandbox["error"]["code"], -32602, "{sandbox}");
-    let missing = raw.send(br#"{"jsonrpc":"2.0","id":6,"method":"fs/stat","params":{"path":"/nonexistent/x"}}"#);
+    let missing = raw
+        .send(br#"{"jsonrpc":"2.0","id":6,"method":"fs/stat","params":{"path":"/nonexistent/x"}}"#);
     assert_eq!(missing["error"]["data"]["kind"], "NotFound", "{missing}");
 }
 
@@ -176,7 +235,10 @@ fn end_of_input_ends_the_running_commands_and_the_server() {
     super::assert_gone(pid);
     let deadline = Instant::now() + Duration::from_secs(15);
     while raw.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the server did not exit at end of input");
+        assert!(
+            Instant::now() < deadline,
+            "the server did not exit at end of input"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -205,7 +267,9 @@ fn decode(text: &str) -> Vec<u8> {
 
 #[test]
 fn a_command_cancelled_before_it_starts_never_runs() {
-    let Some(f) = super::Fixture::new(super::Via::Stdio) else { return };
+    let Some(f) = super::Fixture::new(super::Via::Stdio) else {
+        return;
+    };
     let cancel = CancelToken::new();
     cancel.cancel();
     let request = CommandRequest::new("touch ran", Duration::from_secs(10));
@@ -217,7 +281,9 @@ fn a_command_cancelled_before_it_starts_never_runs() {
 
 #[test]
 fn a_server_ended_by_sigterm_ends_its_commands_first() {
-    let Some(f) = super::Fixture::new(super::Via::Stdio) else { return };
+    let Some(f) = super::Fixture::new(super::Via::Stdio) else {
+        return;
+    };
     let (tx, rx) = crossbeam_channel::unbounded::<Vec<u8>>();
     let request = CommandRequest::new(
         "sleep 30 & echo \"pids $$ $!\"; grep SigBlk /proc/self/status; wait",
@@ -225,9 +291,14 @@ fn a_server_ended_by_sigterm_ends_its_commands_first() {
     );
     let result = std::thread::scope(|s| {
         let running = s.spawn(|| {
-            f.env.exec_command(&request, &|_, c| tx.send(c.to_vec()).unwrap(), &CancelToken::new())
+            f.env.exec_command(
+                &request,
+                &|_, c| tx.send(c.to_vec()).unwrap(),
+                &CancelToken::new(),
+            )
         });
-        rx.recv_timeout(Duration::from_secs(20)).expect("the pids arrive");
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("the pids arrive");
         // SAFETY: the server is this test's own child.
         unsafe { libc::kill(f.server_pid, libc::SIGTERM) };
         running.join().unwrap()
@@ -236,7 +307,11 @@ fn a_server_ended_by_sigterm_ends_its_commands_first() {
     let result = result.expect("the server answers the call before exiting");
     assert!(result.cancelled, "{result:?}");
     // Commands do not inherit the server's blocked signals.
-    assert!(result.stdout.contains("SigBlk:\t0000000000000000"), "{}", result.stdout);
+    assert!(
+        result.stdout.contains("SigBlk:\t0000000000000000"),
+        "{}",
+        result.stdout
+    );
     for pid in super::pids_in(&result.stdout) {
         super::assert_gone(pid);
     }

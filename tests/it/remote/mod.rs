@@ -114,7 +114,11 @@ fn server_pid(env: &RemoteExecutionEnvironment) -> i32 {
     result.stdout.trim().parse().expect("a pid")
 }
 
-pub fn run(env: &dyn ExecutionEnvironment, command: &str, timeout_ms: u64) -> agentloop::exec::ExecResult {
+pub fn run(
+    env: &dyn ExecutionEnvironment,
+    command: &str,
+    timeout_ms: u64,
+) -> agentloop::exec::ExecResult {
     let request = CommandRequest::new(command, Duration::from_millis(timeout_ms));
     env.exec_command(&request, &|_, _| {}, &CancelToken::new())
         .expect("the command runs")
@@ -158,6 +162,11 @@ pub fn ssh_transport(sshd: &Sshd) -> Transport {
         "env OPENAI_API_KEY={SECRET} VISIBLE_MARKER=plain-value {}",
         server_binary().display()
     );
-    Transport::ssh(&sshd.destination(), Some(sshd.port), &sshd.options(), Some(&server))
-        .with_env(base_env())
+    Transport::ssh(
+        &sshd.destination(),
+        Some(sshd.port),
+        &sshd.options(),
+        Some(&server),
+    )
+    .with_env(base_env())
 }

@@ -3,18 +3,21 @@
 //! and a transport killed mid-command: the call ends in an error result the model sees,
 //! the session lives on, and the next call reconnects.
 
-use std::sync::Arc;
 use agentloop::exec::RemoteExecutionEnvironment;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::{EventKind, Session, SessionConfig, SessionEvent};
 use agentloop::tools;
 use serde_json::json;
+use std::sync::Arc;
 
 use super::{Fixture, Via, assert_gone, pids_in, running};
 use crate::session_support::{collect_input, collect_until};
 
-fn session(env: Arc<RemoteExecutionEnvironment>, turns: Vec<ScriptedTurn>) -> (Session, ScriptedModel) {
+fn session(
+    env: Arc<RemoteExecutionEnvironment>,
+    turns: Vec<ScriptedTurn>,
+) -> (Session, ScriptedModel) {
     let profile = ProviderProfile::new("scripted", "scripted-model")
         .with_tool(tools::shell::tool())
         .with_tool(tools::read_file::tool())
@@ -73,7 +76,10 @@ fn three_round_task(via: Via) {
     assert_eq!((ends[0].0.as_str(), ends[0].1), ("shell", false));
     assert_eq!((ends[1].0.as_str(), ends[1].1), ("read_file", false));
     assert!(ends[1].2.contains("hello"), "{ends:?}");
-    assert_eq!(std::fs::read_to_string(dir.path().join("out.txt")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
+        "hello\n"
+    );
     // The system prompt names the remote working directory.
     let first = format!("{:?}", model.requests()[0].messages);
     assert!(first.contains(&dir.path().display().to_string()), "{first}");
@@ -117,9 +123,10 @@ fn transport_killed_mid_command(via: Via) {
     );
     let mut events = session.events();
     session.submit("sleep").unwrap();
-    let seen = collect_until(&mut events, |e| {
-        matches!(&e.kind, EventKind::ToolCallOutputDelta { delta, .. } if delta.contains("pids "))
-    });
+    let seen = collect_until(
+        &mut events,
+        |e| matches!(&e.kind, EventKind::ToolCallOutputDelta { delta, .. } if delta.contains("pids ")),
+    );
     let EventKind::ToolCallOutputDelta { delta, .. } = &seen.last().unwrap().kind else {
         unreachable!()
     };
@@ -131,7 +138,10 @@ fn transport_killed_mid_command(via: Via) {
     let ends = tool_ends(&first);
     assert_eq!(ends.len(), 1, "{ends:?}");
     assert!(ends[0].1, "the call must fail: {ends:?}");
-    assert!(ends[0].2.contains("connection to the exec-server"), "{ends:?}");
+    assert!(
+        ends[0].2.contains("connection to the exec-server"),
+        "{ends:?}"
+    );
     // The model saw the error and answered; the session goes on.
     let second = format!("{:?}", model.requests()[1].messages);
     assert!(second.contains("connection to the exec-server"), "{second}");
@@ -147,7 +157,10 @@ fn transport_killed_mid_command(via: Via) {
     let outcome = session.run("again").unwrap();
     assert_eq!(outcome.text, "back");
     let ends = tool_ends(&collect_input(&mut events));
-    assert!(ends.iter().any(|e| !e.1 && e.2.contains("reconnected")), "{ends:?}");
+    assert!(
+        ends.iter().any(|e| !e.1 && e.2.contains("reconnected")),
+        "{ends:?}"
+    );
     assert_ne!(env.transport_pid(), Some(transport as u32));
     // What the killed server could not end (stdio only) is ended here.
     for pid in pids.iter().filter(|p| running(**p)) {

@@ -62,20 +62,28 @@ fn commands_report_exit_codes_streams_and_run_in_the_working_directory(f: Fixtur
 
 fn file_operations_behave_as_locally(f: Fixture) {
     let env = &f.env;
-    env.write_file(Path::new("a/b.txt"), b"one\ntwo\nthree\n").unwrap();
-    let content = env.read_file(Path::new("a/b.txt"), Some(2), Some(1)).unwrap();
+    env.write_file(Path::new("a/b.txt"), b"one\ntwo\nthree\n")
+        .unwrap();
+    let content = env
+        .read_file(Path::new("a/b.txt"), Some(2), Some(1))
+        .unwrap();
     assert_eq!((content.text.as_str(), content.total_lines), ("two\n", 3));
     let binary: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
     env.write_file(Path::new("bin.dat"), &binary).unwrap();
     assert_eq!(env.read_bytes(Path::new("bin.dat")).unwrap(), binary);
     let err = env.read_file(Path::new("bin.dat"), None, None).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
-    let missing = env.read_file(Path::new("nope.txt"), None, None).unwrap_err();
+    let missing = env
+        .read_file(Path::new("nope.txt"), None, None)
+        .unwrap_err();
     assert_eq!(missing.kind(), std::io::ErrorKind::NotFound, "{missing}");
     // Writes replace atomically and keep the permissions of the file they replace.
     run(env, "chmod 751 a/b.txt", 20_000);
     env.write_file(Path::new("a/b.txt"), b"new\n").unwrap();
-    assert_eq!(run(env, "stat -c %a a/b.txt; cat a/b.txt", 20_000).stdout, "751\nnew\n");
+    assert_eq!(
+        run(env, "stat -c %a a/b.txt; cat a/b.txt", 20_000).stdout,
+        "751\nnew\n"
+    );
     let stat = env.stat(Path::new("a")).unwrap();
     assert!(stat.is_dir && stat.modified.is_some());
     assert_eq!(env.stat(Path::new("bin.dat")).unwrap().size, 5000);
@@ -86,9 +94,14 @@ fn file_operations_behave_as_locally(f: Fixture) {
         .map(|e| e.name)
         .collect();
     assert_eq!(names, ["a", "a/b.txt", "bin.dat"]);
-    let found = env.grep("ne", Path::new("."), &GrepOptions::default()).unwrap();
+    let found = env
+        .grep("ne", Path::new("."), &GrepOptions::default())
+        .unwrap();
     assert_eq!(found.matches.len(), 1);
-    assert_eq!((found.matches[0].path.as_str(), found.matches[0].line_number), ("a/b.txt", 1));
+    assert_eq!(
+        (found.matches[0].path.as_str(), found.matches[0].line_number),
+        ("a/b.txt", 1)
+    );
     assert_eq!(env.glob("**/*.txt", Path::new(".")).unwrap(), ["a/b.txt"]);
     assert!(env.file_exists(Path::new("bin.dat")));
     env.remove_file(Path::new("bin.dat")).unwrap();
@@ -123,7 +136,11 @@ fn a_timeout_keeps_and_streams_the_partial_output(f: Fixture) {
 
 fn a_command_ignoring_sigterm_is_killed_after_the_grace(f: Fixture) {
     let started = Instant::now();
-    let r = run(&f.env, "trap '' TERM; echo \"pids $$\"; while :; do sleep 0.05; done", 500);
+    let r = run(
+        &f.env,
+        "trap '' TERM; echo \"pids $$\"; while :; do sleep 0.05; done",
+        500,
+    );
     let elapsed = started.elapsed();
     assert!(r.timed_out, "{r:?}");
     assert_eq!(r.signal, Some(9), "{r:?}");
@@ -137,7 +154,11 @@ fn a_command_ignoring_sigterm_is_killed_after_the_grace(f: Fixture) {
 fn a_background_job_does_not_hang_the_call(f: Fixture) {
     let started = Instant::now();
     let r = run(&f.env, "sleep 30 & echo \"pids $!\"", 60_000);
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(r.exit_code, Some(0));
     let pid = pids_in(&r.stdout)[0];
     assert_gone(pid);
@@ -148,7 +169,9 @@ fn fifty_megabytes_of_output_stay_bounded_with_exact_totals(f: Fixture) {
     const SIZE: u64 = 50 * 1024 * 1024;
     let streamed = [AtomicU64::new(0), AtomicU64::new(0)];
     let request = CommandRequest::new(
-        format!("yes 0123456789abcdef | head -c {SIZE} & yes fedcba9876543210 | head -c {SIZE} >&2; wait"),
+        format!(
+            "yes 0123456789abcdef | head -c {SIZE} & yes fedcba9876543210 | head -c {SIZE} >&2; wait"
+        ),
         Duration::from_secs(300),
     );
     let r = f
@@ -175,7 +198,11 @@ fn fifty_megabytes_of_output_stay_bounded_with_exact_totals(f: Fixture) {
 
 fn secrets_in_the_server_environment_never_reach_commands(f: Fixture) {
     let r = run(&f.env, "env", 20_000);
-    assert!(r.stdout.contains("VISIBLE_MARKER=plain-value"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("VISIBLE_MARKER=plain-value"),
+        "{}",
+        r.stdout
+    );
     assert!(!r.stdout.contains(SECRET), "a secret reached a command");
     assert!(!r.stdout.contains("OPENAI_API_KEY"));
     f.finish();
@@ -190,10 +217,13 @@ fn cancelling_kills_the_remote_group(f: Fixture) {
     );
     let (result, after_cancel): (ExecResult, Duration) = thread::scope(|s| {
         let running = s.spawn(|| {
-            let r = f.env.exec_command(&request, &|_, c| tx.send(c.to_vec()).unwrap(), &cancel);
+            let r = f
+                .env
+                .exec_command(&request, &|_, c| tx.send(c.to_vec()).unwrap(), &cancel);
             (r, Instant::now())
         });
-        rx.recv_timeout(Duration::from_secs(20)).expect("the pids arrive");
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("the pids arrive");
         let at = Instant::now();
         cancel.cancel();
         let (r, returned) = running.join().unwrap();

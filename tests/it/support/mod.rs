@@ -7,8 +7,8 @@ pub mod cancel;
 pub mod conformance;
 pub mod providers;
 pub mod served;
-pub mod sshd;
 pub mod server;
+pub mod sshd;
 pub mod tree_cases;
 pub mod turns;
 

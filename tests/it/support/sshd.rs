@@ -52,7 +52,11 @@ impl Sshd {
                 .expect("ssh-keygen runs");
             assert!(made.success(), "ssh-keygen failed");
         }
-        fs::copy(dir.path().join("id.pub"), dir.path().join("authorized_keys")).unwrap();
+        fs::copy(
+            dir.path().join("id.pub"),
+            dir.path().join("authorized_keys"),
+        )
+        .unwrap();
         let port = free_port();
         let d = dir.path().display();
         let config = format!(
