@@ -8,11 +8,12 @@ use agentloop::exec::{ExecutionEnvironment, RemoteExecutionEnvironment, Transpor
 
 use crate::args::Options;
 
+/// A remote environment and the header's text for it.
+pub type Remote = (Arc<dyn ExecutionEnvironment>, String);
+
 /// The remote environment the options ask for (`None`: tools run locally) and the
 /// header's text for it (`ssh://user@host:2222 /src`).
-pub fn environment(
-    options: &Options,
-) -> Result<Option<(Arc<dyn ExecutionEnvironment>, String)>, String> {
+pub fn environment(options: &Options) -> Result<Option<Remote>, String> {
     let server = options.remote_server.as_deref();
     let (transport, dir) = match (&options.remote, &options.remote_command) {
         (Some(url), _) => Transport::parse_ssh_url(url, &[], server).map_err(|e| e.to_string())?,

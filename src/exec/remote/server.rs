@@ -277,10 +277,12 @@ impl<'w, W: Write + Send> Server<'w, W> {
                 Ok(entries_to_json(&entries))
             }
             "search/grep" => {
-                let mut options = GrepOptions::default();
-                options.case_insensitive = bool_field(params, "case_insensitive");
-                options.glob_filter = params.get("glob").and_then(Value::as_str).map(Into::into);
-                options.max_results = u64_field(params, "max_results").map_err(invalid)? as usize;
+                let options = GrepOptions {
+                    case_insensitive: bool_field(params, "case_insensitive"),
+                    glob_filter: params.get("glob").and_then(Value::as_str).map(Into::into),
+                    max_results: u64_field(params, "max_results").map_err(invalid)? as usize,
+                    ..GrepOptions::default()
+                };
                 let pattern = str_field(params, "pattern").map_err(invalid)?;
                 let found = env.grep(pattern, &path()?, &options).map_err(io_failure)?;
                 Ok(grep_to_json(&found))
