@@ -534,3 +534,49 @@ fn path_param(path: &Path) -> io::Result<Value> {
 }
 
 mod environment;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ssh_urls_give_the_destination_port_and_directory() {
+        let (t, dir) =
+            Transport::parse_ssh_url("ssh://dev@build-7:2222/src/app", &[], None).unwrap();
+        assert_eq!(dir.as_deref(), Some(Path::new("/src/app")));
+        assert_eq!(t.label, "ssh://dev@build-7:2222");
+        let tail: Vec<&str> = t.argv.iter().rev().take(3).map(String::as_str).collect();
+        assert_eq!(tail, [DEFAULT_SERVER_COMMAND, "--", "dev@build-7"]);
+        assert!(t.argv.windows(2).any(|w| w == ["-p", "2222"]));
+        assert!(t.argv.iter().any(|a| a == "BatchMode=yes"));
+
+        let (t, dir) = Transport::parse_ssh_url("ssh://host", &[], Some("/opt/x")).unwrap();
+        assert_eq!(dir, None);
+        assert_eq!(t.argv.last().map(String::as_str), Some("/opt/x"));
+        assert!(!t.argv.iter().any(|a| a == "-p"));
+    }
+
+    #[test]
+    fn bad_ssh_urls_say_why() {
+        for (url, why) in [
+            ("http://host", "ssh://"),
+            ("ssh://host:port/x", "port"),
+            ("ssh://user@/x", "no host"),
+            ("ssh://-oProxyCommand=x/y", "no host"),
+        ] {
+            let err = Transport::parse_ssh_url(url, &[], None).unwrap_err();
+            assert!(err.to_string().contains(why), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_transport_environment_has_no_secrets_and_debug_shows_no_values() {
+        let t = Transport::direct(vec!["x".into()]).with_env(BTreeMap::from([(
+            "OPENAI_API_KEY".to_string(),
+            "sk-abcdefghijklmnopqrstuvwxyz012345".to_string(),
+        )]));
+        assert!(!format!("{t:?}").contains("sk-abc"));
+        let inherited = Transport::direct(vec!["x".into()]);
+        assert!(inherited.env.keys().all(|k| !k.ends_with("_API_KEY")));
+    }
+}
