@@ -165,7 +165,12 @@ fn over_ssh(server: &Path, dir: &Path) -> Vec<Row> {
 }
 
 fn status_field(pid: &str, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    proc_field(pid, "status", field)
+}
+
+/// A `kB` figure from `/proc/<pid>/<file>`.
+fn proc_field(pid: &str, file: &str, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix(field))
@@ -190,6 +195,7 @@ fn many_sessions(server: &Path) -> Vec<Row> {
     let connected = started.elapsed();
     let done = AtomicBool::new(false);
     let (peak_threads, peak_servers_kib) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let peak_servers_pss = AtomicUsize::new(0);
     let completed = AtomicUsize::new(0);
     let run_started = Instant::now();
     thread::scope(|s| {
@@ -203,6 +209,13 @@ fn many_sessions(server: &Path) -> Vec<Row> {
                     .map(|pid| status_field(&pid.to_string(), "VmRSS:"))
                     .sum();
                 peak_servers_kib.fetch_max(servers as usize, Ordering::SeqCst);
+                // Proportional: the binary's shared pages counted once overall.
+                let pss: u64 = envs
+                    .iter()
+                    .filter_map(|e| e.transport_pid())
+                    .map(|pid| proc_field(&pid.to_string(), "smaps_rollup", "Pss:"))
+                    .sum();
+                peak_servers_pss.fetch_max(pss as usize, Ordering::SeqCst);
                 thread::sleep(Duration::from_millis(50));
             }
         });

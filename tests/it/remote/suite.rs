@@ -207,7 +207,10 @@ fn secrets_in_the_server_environment_never_reach_commands(f: Fixture) {
     assert!(!r.stdout.contains("OPENAI_API_KEY"));
     // Behind sshd, SSH_CLIENT would make Debian's bash source ~/.bashrc for `bash -c`:
     // the exec-server leaves it out so commands start as they would locally.
-    assert_eq!(run(&f.env, "echo ${SSH_CLIENT:-unset}", 20_000).stdout, "unset\n");
+    assert_eq!(
+        run(&f.env, "echo ${SSH_CLIENT:-unset}", 20_000).stdout,
+        "unset\n"
+    );
     f.finish();
 }
 
