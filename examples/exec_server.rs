@@ -16,7 +16,9 @@
 use std::process::ExitCode;
 
 use agentloop::exec::LocalExecutionEnvironment;
-use agentloop::exec::remote::{SERVER_NAME, protocol::PROTOCOL_VERSION, serve_stdio};
+use agentloop::exec::remote::{
+    RemoteExecutionEnvironment, SERVER_NAME, protocol::PROTOCOL_VERSION,
+};
 
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("--version") {
@@ -38,7 +40,7 @@ fn main() -> ExitCode {
         .collect();
     let env = LocalExecutionEnvironment::new(cwd).with_base_env(base);
     // SIGTERM, SIGHUP and SIGINT end the running commands' groups before the server exits.
-    match serve_stdio(env) {
+    match RemoteExecutionEnvironment::serve_stdio(env) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("exec_server: {e}");

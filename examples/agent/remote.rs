@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use agentloop::exec::{ExecutionEnvironment, RemoteExecutionEnvironment, Transport};
+use agentloop::exec::ExecutionEnvironment;
+use agentloop::exec::remote::{RemoteExecutionEnvironment, Transport};
 
 use crate::args::Options;
 

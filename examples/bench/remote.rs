@@ -14,10 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use agentloop::CancelToken;
-use agentloop::exec::{
-    CommandRequest, ExecutionEnvironment, LocalExecutionEnvironment, RemoteExecutionEnvironment,
-    Transport,
-};
+use agentloop::exec::remote::{RemoteExecutionEnvironment, Transport};
+use agentloop::exec::{CommandRequest, ExecutionEnvironment, LocalExecutionEnvironment};
 use agentloop::llm::Client;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::profiles::ProviderProfile;
@@ -239,7 +237,7 @@ fn many_sessions(server: &Path) -> Vec<Row> {
                             .collect();
                         turns.push(ScriptedTurn::text("done"));
                         let profile = ProviderProfile::new("scripted", "scripted-model")
-                            .with_tool(tools::shell::tool());
+                            .with_tool(tools::shell());
                         let client = Client::new().with_provider(ScriptedModel::new(turns));
                         let session =
                             Session::new(profile, env, client, SessionConfig::default()).unwrap();

@@ -24,7 +24,6 @@ mod search;
 mod wrappers;
 
 pub use local::LocalExecutionEnvironment;
-pub use remote::{RemoteError, RemoteExecutionEnvironment, Transport};
 pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment};
 
 /// Which variables of the base environment commands inherit (spec §4.2), before the

@@ -1,6 +1,6 @@
 //! Tools on another machine: [`RemoteExecutionEnvironment`] talks to an exec-server over
 //! any child process's stdin/stdout ([`Transport`]: `ssh`, `podman exec -i`, `docker exec
-//! -i`, `kubectl exec -i`, or the server itself), and [`serve`] is the server's loop.
+//! -i`, `kubectl exec -i`, or the server itself), and [`RemoteExecutionEnvironment::serve_stdio`] is the server.
 //!
 //! The protocol is specified in one place, the `protocol` module's source
 //! (`src/exec/remote/protocol.rs`). The transport is started only through `StdioChild`
@@ -27,9 +27,9 @@ use self::codec::*;
 use self::connection::{Connection, Incoming};
 use self::protocol::{FULL_ACCESS, PROTOCOL_VERSION, encode_base64};
 use super::child::StdioChildSpec;
-use super::{EnvPolicy, env};
+use super::{EnvPolicy, LocalExecutionEnvironment, env};
 
-pub use server::{SERVER_NAME, serve, serve_stdio};
+pub use server::SERVER_NAME;
 
 /// The exec-server command a transport runs when none is given.
 pub const DEFAULT_SERVER_COMMAND: &str = "agentloop-exec-server";
@@ -40,11 +40,10 @@ const COMMAND_SLACK: Duration = Duration::from_secs(30);
 
 /// Why a remote call failed for a reason of the connection rather than the operation.
 /// It travels inside the `io::Error` the trait returns: [`RemoteError::of`] finds it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RemoteError {
     /// The transport could not be started.
-    #[error("cannot start the exec-server transport `{transport}`: {detail}")]
     Spawn {
         /// The transport, as its label shows it.
         transport: String,
@@ -52,10 +51,6 @@ pub enum RemoteError {
         detail: String,
     },
     /// The connection ended (the transport or the server died, or closed its output).
-    #[error(
-        "the connection to the exec-server (`{transport}`) was lost: {detail}; what the call \
-         did on the remote side is unknown, the next call reconnects"
-    )]
     Closed {
         /// The transport, as its label shows it.
         transport: String,
@@ -63,22 +58,16 @@ pub enum RemoteError {
         detail: String,
     },
     /// The server sent a line that is not the protocol.
-    #[error("the exec-server broke the protocol: {detail}")]
     Malformed {
         /// What was wrong, with the start of the line.
         detail: String,
     },
     /// A protocol line exceeded the limit.
-    #[error("an exec-server protocol line exceeded {limit} bytes")]
     LineTooLong {
         /// The limit in bytes.
         limit: usize,
     },
     /// The server speaks another protocol version.
-    #[error(
-        "the exec-server `{server}` speaks protocol version {server_version}, this client \
-         speaks {client_version}: install the exec-server of the same agentloop release"
-    )]
     Version {
         /// The server's name, as it reported it.
         server: String,
@@ -88,7 +77,6 @@ pub enum RemoteError {
         client_version: u64,
     },
     /// The server did not answer in time.
-    #[error("the exec-server did not answer `{method}` within {waited:?}")]
     NoAnswer {
         /// The method called.
         method: String,
@@ -96,7 +84,6 @@ pub enum RemoteError {
         waited: Duration,
     },
     /// The server refused a call (a protocol error code other than a failed operation).
-    #[error("the exec-server refused `{method}` (code {code}): {message}")]
     Refused {
         /// The method called.
         method: String,
@@ -126,6 +113,56 @@ impl RemoteError {
         }
     }
 }
+
+impl fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RemoteError::Spawn { transport, detail } => {
+                write!(
+                    f,
+                    "cannot start the exec-server transport `{transport}`: {detail}"
+                )
+            }
+            RemoteError::Closed { transport, detail } => write!(
+                f,
+                "the connection to the exec-server (`{transport}`) was lost: {detail}; what \
+                 the call did on the remote side is unknown, the next call reconnects"
+            ),
+            RemoteError::Malformed { detail } => {
+                write!(f, "the exec-server broke the protocol: {detail}")
+            }
+            RemoteError::LineTooLong { limit } => {
+                write!(f, "an exec-server protocol line exceeded {limit} bytes")
+            }
+            RemoteError::Version {
+                server,
+                server_version,
+                client_version,
+            } => write!(
+                f,
+                "the exec-server `{server}` speaks protocol version {server_version}, this \
+                 client speaks {client_version}: install the exec-server of the same \
+                 agentloop release"
+            ),
+            RemoteError::NoAnswer { method, waited } => {
+                write!(
+                    f,
+                    "the exec-server did not answer `{method}` within {waited:?}"
+                )
+            }
+            RemoteError::Refused {
+                method,
+                code,
+                message,
+            } => write!(
+                f,
+                "the exec-server refused `{method}` (code {code}): {message}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RemoteError {}
 
 impl From<RemoteError> for io::Error {
     fn from(error: RemoteError) -> io::Error {
@@ -357,6 +394,17 @@ impl RemoteExecutionEnvironment {
     pub fn transport_pid(&self) -> Option<u32> {
         let connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         connection.as_ref().map(|c| c.pid())
+    }
+
+    /// The server side: serves `local` over this process's stdin and stdout until end of
+    /// input, the exec-server program's `main` (see `examples/exec_server.rs`). Commands
+    /// run in `local` (its working directory is the default the client's `hello` may
+    /// change). End of input, SIGTERM, SIGHUP and SIGINT end every running command's group
+    /// (SIGTERM, the grace, SIGKILL) and answer its call before the server stops; on a
+    /// signal it exits the process with status 128 + the signal. It installs a handler
+    /// for those three signals: call it only from a program that is the server.
+    pub fn serve_stdio(local: LocalExecutionEnvironment) -> io::Result<()> {
+        server::serve_stdio(local)
     }
 
     /// The live connection, reconnecting when the last one was lost.

@@ -1,7 +1,7 @@
 //! The exec-server loop: serves a [`LocalExecutionEnvironment`] over the protocol of
 //! `protocol.rs` on a reader and a writer (stdin and stdout in the `exec_server` example).
 //!
-//! One named thread per call, all scoped to [`serve`]: it never returns while a call runs.
+//! One named thread per call, all scoped to the serving function: it never returns while a call runs.
 //! End of input cancels every running command (their groups are ended as on a timeout)
 //! and returns once all calls have answered. It never reads the client's machine: every
 //! operation is the local environment's, on the server's side.
@@ -52,23 +52,13 @@ struct Server<'w, W: Write + Send> {
     in_flight: AtomicUsize,
 }
 
-/// Serves `template` (its working directory is the default, which `hello` may change) on
-/// `input`/`output` until end of input; returns when every call has answered.
-pub fn serve<R: BufRead, W: Write + Send>(
-    template: LocalExecutionEnvironment,
-    input: R,
-    output: W,
-) -> io::Result<()> {
-    run(template, input, output, false)
-}
-
 /// Serves `template` on this process's stdin and stdout: the exec-server's `main`.
 ///
-/// As [`serve`], and SIGTERM, SIGHUP and SIGINT end the server cleanly: every running
+/// Until end of input; SIGTERM, SIGHUP and SIGINT end the server cleanly: every running
 /// command's group is ended as on a timeout (SIGTERM, the grace, SIGKILL), the calls are
 /// answered, and the process exits with status 128 + the signal. (SIGKILL cannot be
 /// handled: a server killed with it leaves its running commands to finish on their own.)
-pub fn serve_stdio(template: LocalExecutionEnvironment) -> io::Result<()> {
+pub(crate) fn serve_stdio(template: LocalExecutionEnvironment) -> io::Result<()> {
     let input = io::BufReader::with_capacity(64 * 1024, io::stdin());
     run(template, input, io::stdout(), true)
 }

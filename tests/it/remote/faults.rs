@@ -8,9 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentloop::CancelToken;
-use agentloop::exec::{
-    CommandRequest, ExecutionEnvironment, RemoteError, RemoteExecutionEnvironment, Transport,
-};
+use agentloop::exec::remote::{RemoteError, RemoteExecutionEnvironment, Transport};
+use agentloop::exec::{CommandRequest, ExecutionEnvironment};
 use serde_json::{Value, json};
 
 use super::{base_env, server_binary};

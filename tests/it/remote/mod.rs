@@ -22,9 +22,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use agentloop::CancelToken;
-use agentloop::exec::{
-    CommandRequest, ExecutionEnvironment, RemoteExecutionEnvironment, Transport,
-};
+use agentloop::exec::remote::{RemoteExecutionEnvironment, Transport};
+use agentloop::exec::{CommandRequest, ExecutionEnvironment};
 
 /// A secret the transport's environment carries; commands must never see it.
 pub const SECRET: &str = "sk-remote-test-0123456789abcdefghijklmnop";

@@ -3,7 +3,7 @@
 //! and a transport killed mid-command: the call ends in an error result the model sees,
 //! the session lives on, and the next call reconnects.
 
-use agentloop::exec::RemoteExecutionEnvironment;
+use agentloop::exec::remote::RemoteExecutionEnvironment;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::{EventKind, Session, SessionConfig, SessionEvent};
@@ -19,9 +19,9 @@ fn session(
     turns: Vec<ScriptedTurn>,
 ) -> (Session, ScriptedModel) {
     let profile = ProviderProfile::new("scripted", "scripted-model")
-        .with_tool(tools::shell::tool())
-        .with_tool(tools::read_file::tool())
-        .with_tool(tools::write_file::tool());
+        .with_tool(tools::shell())
+        .with_tool(tools::read_file())
+        .with_tool(tools::write_file());
     let model = ScriptedModel::new(turns);
     let client = crate::support::client_for(model.clone());
     let session = Session::new(profile, env, client, SessionConfig::default()).unwrap();
