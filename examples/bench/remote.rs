@@ -66,13 +66,33 @@ fn trivial(env: &dyn ExecutionEnvironment) {
         .expect("true runs");
 }
 
-/// Median `stat` and `true` through `env`.
-fn per_call(env: &dyn ExecutionEnvironment) -> (Duration, Duration) {
-    let stat = timed(2000, || {
+/// Medians of `stat` and of `true` through `local` and `remote`, the two measured in
+/// turn so that both see the same load on a shared machine:
+/// `(local stat, remote stat, local true, remote true)`.
+fn per_call(
+    local: &dyn ExecutionEnvironment,
+    remote: &dyn ExecutionEnvironment,
+) -> (Duration, Duration, Duration, Duration) {
+    let time = |call: &dyn Fn()| {
+        let start = Instant::now();
+        call();
+        start.elapsed()
+    };
+    let stat = |env: &dyn ExecutionEnvironment| {
         env.stat(Path::new(".")).expect("stat");
-    });
-    let exec = timed(200, || trivial(env));
-    (stat, exec)
+    };
+    let (mut ls, mut rs, mut lt, mut rt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    trivial(local);
+    trivial(remote);
+    for i in 0..2000 {
+        ls.push(time(&|| stat(local)));
+        rs.push(time(&|| stat(remote)));
+        if i % 10 == 0 {
+            lt.push(time(&|| trivial(local)));
+            rt.push(time(&|| trivial(remote)));
+        }
+    }
+    (median(ls), median(rs), median(lt), median(rt))
 }
 
 fn server() -> Option<PathBuf> {
@@ -95,10 +115,9 @@ pub fn run() -> Vec<Row> {
     let mut rows = Vec::new();
 
     let local = LocalExecutionEnvironment::new(dir.path());
-    let (local_stat, local_exec) = per_call(&local);
     let remote = RemoteExecutionEnvironment::connect(direct(&server), Some(dir.path()))
         .expect("the exec-server answers");
-    let (stat, exec) = per_call(&remote);
+    let (local_stat, stat, local_exec, exec) = per_call(&local, &remote);
     rows.push(row("local: stat, median of 2000", us(local_stat), ""));
     rows.push(row("stdio exec-server: stat, median of 2000", us(stat), ""));
     rows.push(row("local: `true`, median of 200", us(local_exec), ""));
@@ -136,7 +155,8 @@ fn over_ssh(server: &Path, dir: &Path) -> Vec<Row> {
     let connect_started = Instant::now();
     let remote = RemoteExecutionEnvironment::connect(transport, Some(dir)).expect("ssh connects");
     let connect = connect_started.elapsed();
-    let (stat, exec) = per_call(&remote);
+    let local = LocalExecutionEnvironment::new(dir);
+    let (_, stat, _, exec) = per_call(&local, &remote);
     let fresh = timed(10, || {
         let status = Command::new("ssh")
             .args(["-T", "-o", "BatchMode=yes", "-p", &sshd.port.to_string()])
@@ -293,10 +313,11 @@ fn many_sessions(server: &Path) -> Vec<Row> {
             "",
         ),
         row(
-            format!("{SESSIONS} exec-servers: peak total RSS"),
+            format!("{SESSIONS} exec-servers: peak total RSS / PSS"),
             format!(
-                "{:.1} MiB",
-                peak_servers_kib.load(Ordering::SeqCst) as f64 / 1024.0
+                "{:.1} MiB / {:.1} MiB",
+                peak_servers_kib.load(Ordering::SeqCst) as f64 / 1024.0,
+                peak_servers_pss.load(Ordering::SeqCst) as f64 / 1024.0
             ),
             "",
         ),
