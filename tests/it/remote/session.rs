@@ -12,7 +12,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::{Fixture, Via, assert_gone, pids_in, running};
-use crate::session_support::{collect_input, collect_until};
+use crate::support::session::{collect_input, collect_until};
 
 fn session(
     env: Arc<RemoteExecutionEnvironment>,
