@@ -87,6 +87,7 @@
 
 #![deny(missing_docs)]
 
+mod base64;
 mod cancel;
 mod error;
 pub mod exec;
