@@ -157,6 +157,7 @@ pub(crate) fn open(
 ) -> Result<EventIter> {
     let provider = wire.provider_id().to_string();
     let http = wire.build_request(request)?;
+    super::base_url::check_base_url(&http.url).map_err(|e| e.with_provider(&provider))?;
     if cancel.is_cancelled() {
         return Err(aborted(&provider));
     }
@@ -171,7 +172,11 @@ pub(crate) fn open(
     }
     let response = match builder.send(&http.body[..]) {
         Ok(response) => response,
-        Err(err) => return Err(transport_error(&provider, err, cancel, Phase::Headers)),
+        Err(err) => {
+            let detail = err.to_string();
+            let err = transport_error(&provider, err, cancel, Phase::Headers);
+            return Err(super::base_url::name_url(err, &http.url, &detail));
+        }
     };
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {

@@ -16,6 +16,8 @@ pub mod sse;
 
 mod accumulate;
 mod base64;
+mod base_url;
+pub use base_url::check_base_url;
 pub mod client;
 mod http;
 mod replay;

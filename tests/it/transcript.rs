@@ -900,14 +900,15 @@ fn the_agent_cli_saves_a_transcript_and_resumes_it_with_the_earlier_conversation
         ["what is the answer?"]
     );
 
-    // An existing file is refused: nothing is overwritten.
+    // An existing file is refused before anything starts (bad usage): nothing is
+    // overwritten.
     let again = agent_cli(
         &first,
         dir.path(),
         dir.path(),
         &["--transcript", path_arg, "x"],
     );
-    assert_eq!(again.status, Some(1), "{}", again.all_output());
+    assert_eq!(again.status, Some(2), "{}", again.all_output());
     assert!(again.stderr.contains("already exists"), "{}", again.stderr);
 
     let second = Server::start(vec![Reply::sse(anthropic_sse("Still 42.", &[]))]);
