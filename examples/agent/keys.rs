@@ -31,7 +31,11 @@ const MAX_BYTES: usize = 32 * 1024;
 /// The keys, taken out of the process environment. Call first thing in `main`, before any
 /// thread starts: it may replace the process image (and so never return) once.
 pub fn take_from_environment() -> HashMap<String, String> {
-    if let Some(fd) = std::env::var(FD_VAR).ok().and_then(|v| v.parse::<RawFd>().ok()).filter(|fd| *fd > 2) {
+    if let Some(fd) = std::env::var(FD_VAR)
+        .ok()
+        .and_then(|v| v.parse::<RawFd>().ok())
+        .filter(|fd| *fd > 2)
+    {
         // SAFETY: single-threaded start of main; the variable only names the descriptor.
         unsafe { std::env::remove_var(FD_VAR) };
         return read_keys(fd);
@@ -88,7 +92,10 @@ fn reexec_without(keys: &[(String, String)]) -> Result<std::convert::Infallible,
     let mut args = std::env::args_os();
     let arg0 = args.next().unwrap_or_default();
     let mut command = std::process::Command::new("/proc/self/exe");
-    command.arg0(arg0).args(args).env(FD_VAR, read_end.to_string());
+    command
+        .arg0(arg0)
+        .args(args)
+        .env(FD_VAR, read_end.to_string());
     for (name, _) in keys {
         command.env_remove(name);
     }

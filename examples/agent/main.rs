@@ -20,11 +20,11 @@ mod render;
 mod setup;
 mod signals;
 
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentloop::exec::LocalExecutionEnvironment;
@@ -78,7 +78,10 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         Ok(Command::Run(options)) => *options,
         Ok(Command::Help) => return print_or_fail(args::USAGE),
         Ok(Command::Version) => {
-            return print_or_fail(&format!("agent (agentloop {})\n", env!("CARGO_PKG_VERSION")));
+            return print_or_fail(&format!(
+                "agent (agentloop {})\n",
+                env!("CARGO_PKG_VERSION")
+            ));
         }
         Err(err) => return usage_error(&err.0),
     };
@@ -221,7 +224,9 @@ fn output_error(err: &io::Error) -> i32 {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn usage_error(message: &str) -> i32 {
@@ -249,7 +254,7 @@ impl Run<'_> {
 }
 
 fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<Session> {
-    let env = Arc::new(LocalExecutionEnvironment::new(&setup.cwd));
+    let env = Arc::new(LocalExecutionEnvironment::new(&setup.cwd)?);
     let mut config = SessionConfig::default()
         .with_max_turns(options.max_turns)
         .with_max_tool_rounds_per_input(options.max_rounds);

@@ -426,7 +426,10 @@ fn plural(n: usize) -> &'static str {
 /// a command or a file can move the cursor, clear the screen, set the title or write the
 /// clipboard.
 pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);

@@ -78,14 +78,18 @@ fn provider_vars(
         ProviderName::Anthropic => {
             set("ANTHROPIC_API_KEY", first_var(var, &["ANTHROPIC_API_KEY"]));
             let url = options.base_url.clone();
-            set("ANTHROPIC_BASE_URL", url.or_else(|| first_var(var, &["ANTHROPIC_BASE_URL"])));
+            set(
+                "ANTHROPIC_BASE_URL",
+                url.or_else(|| first_var(var, &["ANTHROPIC_BASE_URL"])),
+            );
         }
         ProviderName::Gemini => {
             let key = first_var(var, &["GEMINI_API_KEY", "GOOGLE_API_KEY"]);
             set("GEMINI_API_KEY", key);
-            let url = options.base_url.clone().or_else(|| {
-                first_var(var, &["GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"])
-            });
+            let url = options
+                .base_url
+                .clone()
+                .or_else(|| first_var(var, &["GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"]));
             set("GEMINI_BASE_URL", url);
         }
         ProviderName::OpenAi => {

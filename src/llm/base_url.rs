@@ -37,7 +37,9 @@ pub(crate) fn check_variable(name: &str, url: &str) -> Result<()> {
 /// What is wrong with `url`, with the fix, or `None`.
 fn problem(url: &str) -> Option<String> {
     if url.trim().is_empty() {
-        return Some("is empty: give the provider's address, e.g. `https://api.example.com/v1`".into());
+        return Some(
+            "is empty: give the provider's address, e.g. `https://api.example.com/v1`".into(),
+        );
     }
     if url.chars().any(char::is_whitespace) {
         return Some(format!(
@@ -64,6 +66,13 @@ fn problem(url: &str) -> Option<String> {
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     if host.is_empty() || host.starts_with(':') {
         return Some("has no host: write it as `http://HOST:PORT/PATH`".into());
+    }
+    let port = match host.strip_prefix('[') {
+        Some(v6) => v6.split_once("]:").map(|(_, port)| port),
+        None => host.rsplit_once(':').map(|(_, port)| port),
+    };
+    if port.is_some_and(|port| port.parse::<u16>().is_err()) {
+        return Some("has an invalid port: ports are numbers from 1 to 65535".into());
     }
     if url.parse::<ureq::http::Uri>().is_err() {
         return Some("is not a valid URL: check its characters and its port".into());
@@ -95,10 +104,20 @@ pub(crate) fn name_url(err: Error, url: &str, transport: &str) -> Error {
     }
     let mut message = format!("{} ({})", err.message(), shown(url));
     let lower = transport.to_ascii_lowercase();
-    let tls = ["tls", "rustls", "certificate", "handshake", "corrupt message"]
-        .iter()
-        .any(|w| lower.contains(w));
-    if url.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://")) && tls {
+    let tls = [
+        "tls",
+        "rustls",
+        "certificate",
+        "handshake",
+        "corrupt message",
+    ]
+    .iter()
+    .any(|w| lower.contains(w));
+    if url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+        && tls
+    {
         message.push_str(
             "; the TLS handshake failed: if the server speaks plain HTTP (a local model server \
              usually does), use an `http://` URL",

@@ -343,6 +343,12 @@ impl Client {
         self
     }
 
+    /// The provider for requests that name none: the first registered, unless
+    /// [`with_default_provider`](Self::with_default_provider) chose another.
+    pub fn default_provider_id(&self) -> Option<&str> {
+        self.default_provider.as_deref()
+    }
+
     /// The ids of the registered providers, sorted.
     pub fn provider_ids(&self) -> Vec<&str> {
         let mut ids: Vec<&str> = self.providers.keys().map(String::as_str).collect();

@@ -78,9 +78,12 @@
 //! This module builds values; it never talks to a provider or runs a tool.
 
 pub mod anthropic;
+mod for_client;
 pub mod gemini;
 mod models;
 pub mod openai;
+
+pub use for_client::{DEFAULT_MODELS, for_client};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -37,6 +37,8 @@ pub mod write_file;
 
 pub(crate) mod args;
 mod text;
+mod tool_error;
+pub use tool_error::ToolError;
 
 /// What an executor receives.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,7 +139,8 @@ impl fmt::Debug for RegisteredTool {
 }
 
 impl RegisteredTool {
-    /// A tool from a definition and a closure.
+    /// A tool from a definition and a closure; an `Err` is a message for the model. To
+    /// use `?` on ordinary errors inside the closure, use [`fallible`](Self::fallible).
     pub fn new(
         definition: ToolDefinition,
         executor: impl Fn(ToolInput, &ToolContext<'_>) -> Result<ToolOutput, String>
@@ -148,6 +151,24 @@ impl RegisteredTool {
         RegisteredTool {
             definition,
             executor: Arc::new(executor),
+        }
+    }
+
+    /// A tool whose closure fails with a [`ToolError`], into which `?` converts any error
+    /// type (`std::io::Error`, `serde_json::Error`, `String`, `&str`, …); the error's text
+    /// is the message the model reads. See [`ToolError`] for an example.
+    pub fn fallible(
+        definition: ToolDefinition,
+        executor: impl Fn(ToolInput, &ToolContext<'_>) -> Result<ToolOutput, ToolError>
+        + Send
+        + Sync
+        + 'static,
+    ) -> RegisteredTool {
+        RegisteredTool {
+            definition,
+            executor: Arc::new(move |input, ctx| {
+                executor(input, ctx).map_err(ToolError::into_message)
+            }),
         }
     }
 }

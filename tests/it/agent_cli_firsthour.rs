@@ -18,7 +18,11 @@ use crate::support::{FAKE_KEY, GENEROUS, Reply, Server};
 fn a_prompt_without_a_configured_provider_exits_2_and_says_how_to_configure_one() {
     let ran = run_agent(&["fix the failing test"], &[], "");
     assert_eq!(ran.status, Some(2), "{}", ran.all_output());
-    assert!(ran.stdout.is_empty(), "the demo ran instead: {}", ran.stdout);
+    assert!(
+        ran.stdout.is_empty(),
+        "the demo ran instead: {}",
+        ran.stdout
+    );
     for needed in [
         "your prompt was not sent",
         "ANTHROPIC_API_KEY",
@@ -35,7 +39,14 @@ fn the_openai_key_does_not_reach_a_non_openai_base_url() {
     let work = tempfile::tempdir().unwrap();
     let base = format!("{}/v1", server.url());
     let cwd = work.path().to_str().unwrap();
-    let args = ["--provider", "openai-chat", "--base-url", &base, "--cwd", cwd];
+    let args = [
+        "--provider",
+        "openai-chat",
+        "--base-url",
+        &base,
+        "--cwd",
+        cwd,
+    ];
     let with = |extra: &[&str]| -> Vec<String> {
         args.iter()
             .chain(extra)
@@ -85,13 +96,22 @@ fn the_openai_key_does_not_reach_a_non_openai_base_url() {
 
     // The Responses provider needs a key: it says which, and sends nothing.
     let ran = run_agent(
-        &["--provider", "openai", "--base-url", &base, "--cwd", cwd, "hi"],
+        &[
+            "--provider",
+            "openai",
+            "--base-url",
+            &base,
+            "--cwd",
+            cwd,
+            "hi",
+        ],
         &[("OPENAI_API_KEY", OPENAI_KEY)],
         "",
     );
     assert_eq!(ran.status, Some(2), "{}", ran.all_output());
     assert!(
-        ran.stderr.contains("OPENAI_COMPATIBLE_API_KEY") && ran.stderr.contains("--send-openai-key"),
+        ran.stderr.contains("OPENAI_COMPATIBLE_API_KEY")
+            && ran.stderr.contains("--send-openai-key"),
         "{}",
         ran.stderr
     );
@@ -255,7 +275,10 @@ fn terminal_escapes_are_neutralised_in_the_human_view() {
     let url = server.url();
     let ran = run_agent(
         &["--cwd", work.path().to_str().unwrap(), "print something"],
-        &[("ANTHROPIC_API_KEY", FAKE_KEY), ("ANTHROPIC_BASE_URL", &url)],
+        &[
+            ("ANTHROPIC_API_KEY", FAKE_KEY),
+            ("ANTHROPIC_BASE_URL", &url),
+        ],
         "",
     );
     assert_eq!(ran.status, Some(0), "{}", ran.all_output());
@@ -266,7 +289,11 @@ fn terminal_escapes_are_neutralised_in_the_human_view() {
     );
     // Shown, not obeyed.
     assert!(ran.stdout.contains("^[]52;c;SGVsbG8=^G"), "{}", ran.stdout);
-    assert!(ran.stdout.contains("│ out ^[]0;title^G ^[[2J^[c end"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("│ out ^[]0;title^G ^[[2J^[c end"),
+        "{}",
+        ran.stdout
+    );
 }
 
 #[test]
@@ -302,7 +329,10 @@ fn a_command_reading_proc_ppid_environ_sees_no_key() {
         environ.contains(&format!("HOME={}", home.path().display())),
         "{environ}"
     );
-    assert!(!environ.contains(FAKE_KEY) && !environ.contains(OPENAI_KEY), "{environ}");
+    assert!(
+        !environ.contains(FAKE_KEY) && !environ.contains(OPENAI_KEY),
+        "{environ}"
+    );
     assert!(!environ.contains("_API_KEY="), "{environ}");
     // The agent still had its key: the server received it.
     let requests = server.requests();
@@ -338,7 +368,10 @@ fn a_full_disk_on_stdout_ends_with_one_line_on_stderr() {
     for json in [true, false] {
         let args: &[&str] = if json { &["--json"] } else { &[] };
         let mut command = agent(args, &[], home.path());
-        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
         command.stdout(Stdio::from(full)).stderr(Stdio::piped());
         let output = command.output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -369,7 +402,12 @@ fn transcript_problems_are_refused_before_anything_starts_and_name_resume() {
 
     let missing = dir.path().join("no/such/dir/run.jsonl");
     let ran = run_agent(
-        &["--provider", "demo", "--transcript", missing.to_str().unwrap()],
+        &[
+            "--provider",
+            "demo",
+            "--transcript",
+            missing.to_str().unwrap(),
+        ],
         &[],
         "",
     );
@@ -391,7 +429,10 @@ fn resume_of_a_transcript_from_another_directory_continues_there() {
     let elsewhere = tempfile::tempdir().unwrap();
     let transcript = elsewhere.path().join("run.jsonl");
     let url = server.url();
-    let vars = [("ANTHROPIC_API_KEY", FAKE_KEY), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let vars = [
+        ("ANTHROPIC_API_KEY", FAKE_KEY),
+        ("ANTHROPIC_BASE_URL", url.as_str()),
+    ];
     let ran = run_agent(
         &[
             "--cwd",
@@ -405,11 +446,16 @@ fn resume_of_a_transcript_from_another_directory_continues_there() {
     );
     assert_eq!(ran.status, Some(0), "{}", ran.all_output());
     // The second run starts in another directory (the test's own) without --cwd.
-    let ran = run_agent(&["--resume", transcript.to_str().unwrap(), "two"], &vars, "");
+    let ran = run_agent(
+        &["--resume", transcript.to_str().unwrap(), "two"],
+        &vars,
+        "",
+    );
     assert_eq!(ran.status, Some(0), "{}", ran.all_output());
     let recorded_dir = recorded.path().display().to_string();
     assert!(
-        ran.stderr.contains(&format!("continuing in {recorded_dir}")),
+        ran.stderr
+            .contains(&format!("continuing in {recorded_dir}")),
         "{}",
         ran.stderr
     );

@@ -10,6 +10,7 @@ mod examples;
 mod exec_env;
 mod exec_files;
 mod exec_process;
+mod firsthour_api;
 mod gemini;
 mod invariants;
 mod openai;

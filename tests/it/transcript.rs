@@ -450,7 +450,11 @@ fn local_env(work: &Path) -> Arc<dyn ExecutionEnvironment> {
             "postgres://app:hunter2-secret@db/app".to_string(),
         ),
     ]);
-    Arc::new(LocalExecutionEnvironment::new(work).with_base_env(base))
+    Arc::new(
+        LocalExecutionEnvironment::new(work)
+            .unwrap()
+            .with_base_env(base),
+    )
 }
 
 /// Tool calls as (id, name, arguments), from `TOOL_CALL_START` events.
@@ -830,7 +834,7 @@ fn subagents_of_a_recorded_session_run_and_their_events_land_in_the_parent_trans
     let profile = agentloop::profiles::anthropic("scripted-demo").with_provider_id("scripted");
     let session = Session::new(
         profile,
-        Arc::new(LocalExecutionEnvironment::new(dir.path())),
+        Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap()),
         Client::new().with_provider(ScriptedModel::dynamic(parent_and_child)),
         SessionConfig::default()
             .with_transcript(&path)

@@ -41,7 +41,7 @@ impl ScriptedModel {
     /// let model = ScriptedModel::from_transcript(&transcript, ReplayMode::Strict);
     /// let client = Client::new().with_provider(model);
     /// let profile = ProviderProfile::new(&transcript.header().profile, &transcript.header().model);
-    /// let env = Arc::new(LocalExecutionEnvironment::new(&transcript.header().working_directory));
+    /// let env = Arc::new(LocalExecutionEnvironment::new(&transcript.header().working_directory)?);
     /// let session = Session::new(profile, env, client, SessionConfig::default())?;
     /// for input in transcript.user_inputs() {
     ///     session.run(input)?;
