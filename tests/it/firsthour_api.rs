@@ -401,8 +401,13 @@ fn readme_offline_snippet() -> String {
     readme[start..end].to_string()
 }
 
-/// The newest `libagentloop-*.rlib` beside this test binary (the one it was linked with).
-fn agentloop_rlib(deps: &Path) -> PathBuf {
+/// The `libagentloop-*.rlib` this test binary was linked with: the newest one beside it
+/// that is not newer than the binary itself (a target directory shared with other
+/// checkouts, as `.ci/run` does, may hold their rlibs too, built later).
+fn agentloop_rlib(exe: &Path) -> PathBuf {
+    let modified = |path: &Path| path.metadata().and_then(|m| m.modified()).ok();
+    let linked = modified(exe).unwrap();
+    let deps = exe.parent().unwrap();
     std::fs::read_dir(deps)
         .unwrap()
         .filter_map(|entry| entry.ok())
@@ -411,7 +416,8 @@ fn agentloop_rlib(deps: &Path) -> PathBuf {
             let name = path.file_name().unwrap().to_string_lossy();
             name.starts_with("libagentloop-") && name.ends_with(".rlib")
         })
-        .max_by_key(|path| path.metadata().and_then(|m| m.modified()).ok())
+        .filter(|path| modified(path).is_some_and(|built| built <= linked))
+        .max_by_key(|path| modified(path))
         .expect("cargo test built agentloop as an rlib in target/<profile>/deps")
 }
 
@@ -437,7 +443,7 @@ fn the_readme_offline_snippet_compiles_and_runs_as_its_own_crate() {
             "readme_snippet",
         ])
         .arg("--extern")
-        .arg(format!("agentloop={}", agentloop_rlib(deps).display()))
+        .arg(format!("agentloop={}", agentloop_rlib(&exe).display()))
         .arg("-L")
         .arg(format!("dependency={}", deps.display()))
         .arg("-o")
