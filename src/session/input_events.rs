@@ -1,4 +1,4 @@
-//! [`InputEvents`]: the events of one input, from [`Session::submit_events`]; an iterator
+//! The events of one input, from [`Session::submit_events`]: an iterator
 //! that ends with the input instead of waiting for the session to close. It never drops an
 //! event and never changes the session.
 
@@ -8,15 +8,8 @@ use super::{Events, Session};
 use crate::error::{Error, ErrorKind, Result};
 use crate::session::{EventKind, SessionEvent};
 
-/// The events of one input (from [`Session::submit_events`]): a blocking iterator that
-/// ends after the input's `PROCESSING_END` (or after `SESSION_END`, if the session ends
-/// first).
-///
-/// Events that were waiting before the input (`SESSION_START`, events of earlier inputs
-/// nobody read) come first. Follow-ups queued while the input runs are processed after it,
-/// as inputs of their own: read them with another `submit_events`-free iterator
-/// ([`Session::events`]) or let [`Session::run`] wait for them.
-pub struct InputEvents {
+/// The events of one input (see [`Session::submit_events`]).
+pub(crate) struct InputEvents {
     events: Events,
     input: String,
     /// This input's `USER_INPUT` was seen.
@@ -58,7 +51,12 @@ impl Iterator for InputEvents {
 
 impl Session {
     /// Submits `input` and returns an iterator of its events that ends with it — the
-    /// iterator to use for one input at a time:
+    /// iterator to use for one input at a time. It blocks for each event and ends after
+    /// the input's `PROCESSING_END` (or after `SESSION_END`, if the session ends first).
+    /// Events that were waiting before the input (`SESSION_START`, events of earlier inputs
+    /// nobody read) come first. Follow-ups queued while the input runs are processed after
+    /// it, as inputs of their own: read them from the next iterator, or let
+    /// [`run`](Self::run) wait for them.
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -86,7 +84,10 @@ impl Session {
     /// Fails like [`submit`](Self::submit) when the session is closed, and with
     /// [`ErrorKind::Configuration`] while an [`events`](Self::events) iterator of this
     /// session is alive (the two would each get part of the stream).
-    pub fn submit_events(&self, input: impl Into<String>) -> Result<InputEvents> {
+    pub fn submit_events(
+        &self,
+        input: impl Into<String>,
+    ) -> Result<impl Iterator<Item = SessionEvent> + Send + 'static> {
         if self.listeners.iterators() > 0 {
             return Err(Error::new(
                 ErrorKind::Configuration,

@@ -102,7 +102,6 @@ pub use events::{
 pub use history::{
     AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
-pub use input_events::InputEvents;
 
 use events::Listeners;
 pub(crate) use events::{EventSink, Forward};
