@@ -462,3 +462,63 @@ fn resume_of_a_transcript_from_another_directory_continues_there() {
     let header = ran.stdout.lines().next().unwrap_or("");
     assert!(header.contains(&recorded_dir), "{header}");
 }
+
+#[test]
+fn a_signal_in_the_first_milliseconds_still_ends_the_cli_cleanly() {
+    // The server never answers: whenever the signal lands (before the session exists,
+    // while it starts, or while it waits for the model), the CLI ends promptly, and a
+    // session that started always ends with `session_end`.
+    let server = Server::start(vec![Reply::stall(); 8]);
+    let url = server.url();
+    for (signal, delay_ms) in [
+        (libc::SIGINT, 0),
+        (libc::SIGINT, 3),
+        (libc::SIGINT, 10),
+        (libc::SIGTERM, 0),
+        (libc::SIGTERM, 5),
+        (libc::SIGHUP, 2),
+    ] {
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let child = agent(
+            &["--json", "--cwd", work.path().to_str().unwrap(), "wait"],
+            &[
+                ("ANTHROPIC_API_KEY", FAKE_KEY),
+                ("ANTHROPIC_BASE_URL", &url),
+            ],
+            home.path(),
+        )
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: signalling our own child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let waiter = std::thread::Builder::new()
+            .name("agent-cli-wait".to_string())
+            .spawn(move || {
+                let _ = tx.send(child.wait_with_output());
+            })
+            .unwrap();
+        let output = rx
+            .recv_timeout(GENEROUS)
+            .unwrap_or_else(|_| panic!("signal {signal} after {delay_ms} ms: no exit"))
+            .unwrap();
+        waiter.join().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        use std::os::unix::process::ExitStatusExt;
+        match output.status.code() {
+            Some(code) => assert_eq!(code, 128 + signal, "{signal} after {delay_ms} ms"),
+            // Before the session existed: the default action, nothing to clean up.
+            None => assert_eq!(output.status.signal(), Some(signal)),
+        }
+        if stdout.contains("\"session_start\"") {
+            let last = stdout.lines().last().unwrap_or("");
+            assert!(
+                last.contains("\"session_end\""),
+                "{signal} after {delay_ms} ms: {stdout}"
+            );
+        }
+    }
+}

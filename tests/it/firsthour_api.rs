@@ -391,16 +391,52 @@ fn a_denial_by_the_hosts_policy_reads_as_the_hosts_policy() {
     assert!(!text.contains("by the user"), "{text}");
 }
 
-/// The README's first Rust block marked `rust` (not `rust,no_run`): the offline snippet.
-fn readme_offline_snippet() -> String {
+/// The README's first code block that opens with `fence`.
+fn readme_block(fence: &str) -> String {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let start = readme
-        .find("```rust\n")
-        .expect("the README has a runnable rust block")
-        + 8;
+        .find(fence)
+        .unwrap_or_else(|| panic!("no {fence} block"))
+        + fence.len();
     let end = start + readme[start..].find("```").unwrap();
     readme[start..end].to_string()
+}
+
+/// Compiles `source` as the main file of a crate of its own whose only dependency is
+/// agentloop: rustc against the agentloop this test suite was built with (`--extern
+/// agentloop` only, so a `use` of any other crate, such as serde_json, fails).
+fn compile_alone(source: &str, dir: &Path) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let main = dir.join("main.rs");
+    std::fs::write(&main, source).unwrap();
+    let binary = dir.join("snippet");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+    let output = std::process::Command::new(rustc)
+        .args([
+            "--edition",
+            "2024",
+            "--crate-type",
+            "bin",
+            "--crate-name",
+            "snippet",
+        ])
+        .arg("--extern")
+        .arg(format!("agentloop={}", agentloop_rlib(&exe).display()))
+        .arg("-L")
+        .arg(format!("dependency={}", deps.display()))
+        .arg("-o")
+        .arg(&binary)
+        .arg(&main)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the README snippet does not compile as its own crate:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    binary
 }
 
 /// The `libagentloop-*.rlib` this test binary was linked with: the newest one beside it
@@ -425,43 +461,19 @@ fn agentloop_rlib(exe: &Path) -> PathBuf {
 
 #[test]
 fn the_readme_offline_snippet_compiles_and_runs_as_its_own_crate() {
-    // A crate of its own whose only dependency is agentloop: compiled with rustc against
-    // the agentloop this test suite was built with (`--extern agentloop` only, so a `use`
-    // of any other crate, such as serde_json, fails), then run.
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let krate = tempfile::tempdir().unwrap();
-    let main = krate.path().join("main.rs");
-    std::fs::write(&main, readme_offline_snippet()).unwrap();
-    let binary = krate.path().join("readme-snippet");
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
-    let output = std::process::Command::new(rustc)
-        .args([
-            "--edition",
-            "2024",
-            "--crate-type",
-            "bin",
-            "--crate-name",
-            "readme_snippet",
-        ])
-        .arg("--extern")
-        .arg(format!("agentloop={}", agentloop_rlib(&exe).display()))
-        .arg("-L")
-        .arg(format!("dependency={}", deps.display()))
-        .arg("-o")
-        .arg(&binary)
-        .arg(&main)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the README snippet does not compile as its own crate:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let binary = compile_alone(&readme_block("```rust\n"), dir.path());
     let ran = std::process::Command::new(&binary).output().unwrap();
     assert!(
         ran.status.success(),
         "the README snippet failed: {}",
         String::from_utf8_lossy(&ran.stderr)
     );
+}
+
+#[test]
+fn the_readme_quick_start_compiles_as_its_own_crate() {
+    // It needs a key and a model to run; the quick-start tests above run its steps.
+    let dir = tempfile::tempdir().unwrap();
+    compile_alone(&readme_block("```rust,no_run\n"), dir.path());
 }
