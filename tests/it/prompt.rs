@@ -387,8 +387,8 @@ fn env_without_git(working_dir: &Path) -> LocalExecutionEnvironment {
 fn without_a_git_binary_the_branch_is_read_from_the_head_file() {
     let temp = tempfile::tempdir().unwrap();
     git(temp.path(), &["init", "-q", "-b", "from-head-file"]);
-    let env = env_without_git(&temp.path().join("nested"));
     fs::create_dir_all(temp.path().join("nested")).unwrap();
+    let env = env_without_git(&temp.path().join("nested"));
 
     let context = EnvironmentContext::capture_at(&env, "m", fixed_now());
 
