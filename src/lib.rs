@@ -17,7 +17,8 @@
 //! use std::sync::Arc;
 //! use agentloop::exec::LocalExecutionEnvironment;
 //! use agentloop::llm::Client;
-//! use agentloop::{profiles, Session, SessionConfig};
+//! use agentloop::profiles;
+//! use agentloop::session::{Session, SessionConfig};
 //!
 //! let client = Client::from_env()?;
 //! let profile = profiles::for_client(&client)?;
@@ -46,7 +47,7 @@
 //! ]);
 //! let client = Client::new().with_provider(model);
 //! let profile = ProviderProfile::new("scripted", "demo")
-//!     .with_tool(agentloop::tools::shell::tool());
+//!     .with_tool(agentloop::tools::shell());
 //! let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir())?);
 //! let session = Session::new(profile, env, client, SessionConfig::default())?;
 //!
@@ -68,6 +69,10 @@
 //! # Ok::<(), agentloop::Error>(())
 //! ```
 //!
+//! The API takes `serde_json` values (tool arguments, schemas, event data); the crate
+//! re-exports it as `agentloop::serde_json` (as the example above uses), so a host needs no
+//! `serde_json` dependency of its own.
+//!
 //! # Where to go next
 //!
 //! - [`session`]: the loop, its control methods (steer, follow-up, interrupt, abort) and
@@ -84,23 +89,26 @@
 
 #![deny(missing_docs)]
 
-pub mod cancel;
-pub mod error;
+mod cancel;
+mod error;
 pub mod exec;
 pub mod llm;
 pub mod profiles;
 pub mod prompt;
 pub mod session;
-pub mod subagent;
+mod sync;
+mod time;
 pub mod tools;
+pub mod unstable;
 
-/// The JSON crate the API takes (tool arguments, schemas, events): `agentloop::serde_json`
-/// (and its `json!` macro) so that a host needs no dependency of its own for it.
+/// The JSON crate the API takes (tool arguments, schemas, events), re-exported so that a
+/// host needs no dependency of its own for it: `use agentloop::serde_json::json;`. Hidden
+/// from the item list (it is serde_json's API, not ours; see the crate docs above).
+#[doc(hidden)]
 pub use serde_json;
 
-pub use cancel::CancelToken;
+pub use cancel::{CancelGuard, CancelToken};
 pub use error::{Error, ErrorKind, Result};
-pub use session::{EventKind, Session, SessionConfig, SessionEvent};
 
 /// The README's code blocks, run as doctests so the README cannot drift from the API.
 #[cfg(doctest)]

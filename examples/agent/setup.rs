@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use agentloop::llm::Client;
 use agentloop::profiles::{self, ProviderProfile};
-use agentloop::session::Transcript;
+use agentloop::session::transcript::Transcript;
 
 use crate::args::{Options, ProfileName, ProviderName, UsageError};
 use crate::demo::Demo;

@@ -18,9 +18,9 @@ mod accumulate;
 mod base64;
 mod base_url;
 pub use base_url::check_base_url;
-pub mod client;
+mod client;
 mod http;
-mod replay;
+mod status;
 pub use http::HttpOptions;
 #[cfg(test)]
 mod test_support;

@@ -11,7 +11,8 @@ use std::fmt;
 /// inside an executor given to [`RegisteredTool::fallible`](crate::tools::RegisteredTool::fallible):
 ///
 /// ```
-/// use agentloop::tools::{RegisteredTool, ToolDefinition, ToolInput, ToolOutput};
+/// use agentloop::llm::ToolDefinition;
+/// use agentloop::tools::{RegisteredTool, ToolInput, ToolOutput};
 /// use serde_json::json;
 ///
 /// let definition = ToolDefinition {

@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::Client;
+use agentloop::llm::ToolDefinition;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::profiles::{self, ProviderProfile};
 use agentloop::session::{Approval, EventKind, Session, SessionConfig, SessionEvent, StopReason};
-use agentloop::tools::{RegisteredTool, ToolDefinition, ToolInput, ToolOutput};
+use agentloop::tools::{RegisteredTool, ToolInput, ToolOutput};
 use agentloop::{ErrorKind, Result};
 use serde_json::json;
 
@@ -62,7 +63,7 @@ fn run_stays_ok_with_its_stop_reason_when_a_limit_stops_the_input() {
             ScriptedTurn::tool_call("shell", json!({"command": "true"})),
             ScriptedTurn::text("never reached"),
         ],
-        ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell::tool()),
+        ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell()),
         SessionConfig::default().with_max_tool_rounds_per_input(1),
     );
     let outcome = session.run("go").unwrap();
@@ -377,7 +378,7 @@ fn a_denial_by_the_hosts_policy_reads_as_the_hosts_policy() {
             ScriptedTurn::tool_call("shell", json!({"command": "curl example.com"})),
             ScriptedTurn::text("ok"),
         ],
-        ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell::tool()),
+        ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell()),
         SessionConfig::default()
             .with_approval(|_| Approval::Deny("no network access in CI".to_string())),
     );

@@ -45,7 +45,7 @@ impl ScriptedModel {
     /// let dir = tempfile::tempdir()?;
     /// let path = dir.path().join("session.jsonl");
     /// let profile = || {
-    ///     ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell::tool())
+    ///     ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell())
     /// };
     /// let env = Arc::new(LocalExecutionEnvironment::new(dir.path())?);
     ///
