@@ -158,13 +158,29 @@ fn a_malformed_base_url_is_refused_before_anything_starts() {
     }
 }
 
+/// Gives the child the default action for SIGINT, SIGTERM and SIGHUP, as in a terminal: a
+/// test run started in the background by a non-interactive shell inherits SIGINT ignored,
+/// and a signal sent before the CLI installs its handlers would then be lost.
+fn default_signal_actions(command: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe; the child only resets dispositions.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        })
+    }
+}
+
 /// The `sleep 30` task: the command records its pid, says it started and sleeps.
 fn sleeping_agent(work: &Path, home: &Path, url: &str) -> std::process::Child {
-    agent(
+    default_signal_actions(&mut agent(
         &["--json", "--cwd", work.to_str().unwrap(), "sleep a while"],
         &[("ANTHROPIC_API_KEY", FAKE_KEY), ("ANTHROPIC_BASE_URL", url)],
         home,
-    )
+    ))
     .stdin(Stdio::null())
     .spawn()
     .unwrap()
@@ -480,14 +496,14 @@ fn a_signal_in_the_first_milliseconds_still_ends_the_cli_cleanly() {
     ] {
         let work = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
-        let child = agent(
+        let child = default_signal_actions(&mut agent(
             &["--json", "--cwd", work.path().to_str().unwrap(), "wait"],
             &[
                 ("ANTHROPIC_API_KEY", FAKE_KEY),
                 ("ANTHROPIC_BASE_URL", &url),
             ],
             home.path(),
-        )
+        ))
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
