@@ -15,6 +15,8 @@
 pub mod sse;
 
 mod accumulate;
+mod base_url;
+pub use base_url::check_base_url;
 mod client;
 mod http;
 mod status;

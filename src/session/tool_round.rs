@@ -168,7 +168,7 @@ impl ToolRound<'_> {
         let hook = self.config.approval.as_ref()?;
         match hook(call) {
             Approval::Allow => None,
-            Approval::Deny(reason) => Some(denied(&reason)),
+            Approval::Deny(reason) => Some(denied(DeniedBy::Policy, &reason)),
             Approval::Ask => self.ask_host(call),
         }
     }
@@ -190,8 +190,11 @@ impl ToolRound<'_> {
         let verdict = select! {
             recv(answers) -> answer => match answer {
                 Ok(Decision::Approve) => None,
-                Ok(Decision::Deny(reason)) => Some(denied(&reason)),
-                Err(_) => Some(denied("nobody answered the approval request")),
+                Ok(Decision::Deny(reason)) => Some(denied(DeniedBy::Answer, &reason)),
+                Err(_) => Some(denied(
+                    DeniedBy::Answer,
+                    "nobody answered the approval request",
+                )),
             },
             recv(cancelled) -> _ => Some(self.cancelled_outcome()),
         };
@@ -277,10 +280,22 @@ fn error_outcome(text: String) -> ToolOutcome {
     }
 }
 
-fn denied(reason: &str) -> ToolOutcome {
+/// Who refused a call: the host's approval hook (its policy), or the answer to an
+/// approval request (the user, or whoever the host asked).
+#[derive(Clone, Copy)]
+enum DeniedBy {
+    Policy,
+    Answer,
+}
+
+fn denied(by: DeniedBy, reason: &str) -> ToolOutcome {
+    let who = match by {
+        DeniedBy::Policy => "Tool call denied by the host's policy",
+        DeniedBy::Answer => "Tool call denied when approval was requested",
+    };
     error_outcome(format!(
-        "Tool call denied by the user: {reason}. Do not retry the same call; \
-         continue without it or ask the user how to proceed."
+        "{who}: {reason}. Do not retry the same call; continue without it or ask the user \
+         how to proceed."
     ))
 }
 

@@ -320,7 +320,7 @@ fn duplicate_tool_call_ids_never_produce_two_results_for_one_id() {
         .with_tool(agentloop::tools::shell())
         .with_parallel_tool_calls(true);
     let dir = tempfile::tempdir().unwrap();
-    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let session = Session::new(profile, env, client, SessionConfig::default()).unwrap();
     let outcome = session.run("run both").unwrap();
     assert_eq!(outcome.text, "both ran");
@@ -451,7 +451,7 @@ fn skipped_output_is_marked_for_a_reader_that_fell_behind() {
     ]);
     let profile = ProviderProfile::new("scripted", "scripted").with_tool(agentloop::tools::shell());
     let dir = tempfile::tempdir().unwrap();
-    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let session = Session::new(
         profile,
         env,

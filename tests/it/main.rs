@@ -1,6 +1,7 @@
 //! The integration tests: one binary, one module per feature.
 
 mod agent_cli;
+mod agent_cli_firsthour;
 mod anthropic;
 mod apply_patch;
 mod cli_conformance;
@@ -10,6 +11,7 @@ mod examples;
 mod exec_env;
 mod exec_files;
 mod exec_process;
+mod firsthour_api;
 mod gemini;
 mod hostile_net;
 mod invariants;

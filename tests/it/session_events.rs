@@ -294,6 +294,7 @@ fn an_iterator_created_after_the_worker_is_gone_ends_at_once() {
     session.close();
     let mut first = session.events();
     collect_to_end(&mut first);
+    drop(first); // one live iterator at a time
     let mut late = session.events();
     assert_eq!(
         late.recv_timeout(HANG).unwrap_err(),

@@ -28,25 +28,47 @@ impl ScriptedModel {
     ///
     /// The host submits the same inputs again ([`Transcript::user_inputs`]).
     ///
-    /// ```no_run
+    /// Record a session with a tool call, then replay it strictly — a regression test of
+    /// the whole loop (here the recorded model is itself scripted; any real session's
+    /// transcript works the same way). A mismatch would make `run` return `Err`:
+    ///
+    /// ```
     /// use std::sync::Arc;
     /// use agentloop::exec::LocalExecutionEnvironment;
     /// use agentloop::llm::Client;
-    /// use agentloop::llm::scripted::{ReplayMode, ScriptedModel};
+    /// use agentloop::llm::scripted::{ReplayMode, ScriptedModel, ScriptedTurn};
     /// use agentloop::profiles::ProviderProfile;
+    /// use agentloop::serde_json::json;
     /// use agentloop::session::transcript::Transcript;
     /// use agentloop::session::{Session, SessionConfig};
     ///
-    /// let transcript = Transcript::read("session.jsonl")?;
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("session.jsonl");
+    /// let profile = || {
+    ///     ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell())
+    /// };
+    /// let env = Arc::new(LocalExecutionEnvironment::new(dir.path())?);
+    ///
+    /// // Record.
+    /// let recorded = ScriptedModel::new(vec![
+    ///     ScriptedTurn::tool_call("shell", json!({"command": "echo recorded > out.txt"})),
+    ///     ScriptedTurn::text("Wrote out.txt."),
+    /// ]);
+    /// let config = SessionConfig::default().with_transcript(&path);
+    /// let session = Session::new(profile(), env.clone(), Client::new().with_provider(recorded), config)?;
+    /// session.run("write out.txt")?;
+    /// drop(session); // closes the transcript
+    ///
+    /// // Replay: the same inputs, every request checked against the recorded one.
+    /// let transcript = Transcript::read(&path)?;
     /// let model = ScriptedModel::from_transcript(&transcript, ReplayMode::Strict);
-    /// let client = Client::new().with_provider(model);
-    /// let profile = ProviderProfile::new(&transcript.header().profile, &transcript.header().model);
-    /// let env = Arc::new(LocalExecutionEnvironment::new(&transcript.header().working_directory));
-    /// let session = Session::new(profile, env, client, SessionConfig::default())?;
+    /// let session = Session::new(profile(), env, Client::new().with_provider(model), SessionConfig::default())?;
     /// for input in transcript.user_inputs() {
-    ///     session.run(input)?;
+    ///     let outcome = session.run(input)?; // Err on the first difference
+    ///     assert_eq!(outcome.text, "Wrote out.txt.");
     /// }
-    /// # Ok::<(), agentloop::Error>(())
+    /// assert_eq!(std::fs::read_to_string(dir.path().join("out.txt"))?, "recorded\n");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_transcript(transcript: &Transcript, mode: ReplayMode) -> ScriptedModel {
         let history = transcript.history();
