@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::approval::{Approval, ApprovalHook};
+use super::compaction::CompactionConfig;
 use crate::llm::ToolCall;
 
 /// How a session behaves. Build with `SessionConfig::default()` and the `with_*` methods,
@@ -73,6 +74,9 @@ pub struct SessionConfig {
     /// Whether the transcript also records every event (`{"type":"event"}` records), not
     /// only the history and the requests. Default `false`.
     pub transcript_events: bool,
+    /// How the history is compacted when it nears the model's context window (on by
+    /// default; see [`compaction`](crate::session::compaction)).
+    pub compaction: CompactionConfig,
 }
 
 impl Default for SessionConfig {
@@ -92,6 +96,7 @@ impl Default for SessionConfig {
             allow_outside_working_dir: false,
             transcript_path: None,
             transcript_events: false,
+            compaction: CompactionConfig::default(),
         }
     }
 }
@@ -116,6 +121,7 @@ impl fmt::Debug for SessionConfig {
             .field("allow_outside_working_dir", &self.allow_outside_working_dir)
             .field("transcript_path", &self.transcript_path)
             .field("transcript_events", &self.transcript_events)
+            .field("compaction", &self.compaction)
             .finish()
     }
 }
@@ -193,6 +199,12 @@ impl SessionConfig {
     /// Records every event in the transcript too (see `transcript_events`).
     pub fn with_transcript_events(mut self, enabled: bool) -> SessionConfig {
         self.transcript_events = enabled;
+        self
+    }
+
+    /// Sets how the history is compacted ([`CompactionConfig::disabled`] turns it off).
+    pub fn with_compaction(mut self, compaction: CompactionConfig) -> SessionConfig {
+        self.compaction = compaction;
         self
     }
 }

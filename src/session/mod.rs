@@ -84,6 +84,7 @@ use crate::profiles::ProviderProfile;
 use crate::subagent::Subagents;
 
 mod approval;
+pub mod compaction;
 mod config;
 mod events;
 mod history;
@@ -94,12 +95,14 @@ pub mod transcript;
 mod worker;
 
 pub use approval::{Approval, ApprovalHook, ApprovalResponder};
+pub use compaction::{CompactionConfig, CompactionFallback, CompactionReason};
 pub use config::SessionConfig;
 pub use events::{
     CloseReason, EventKind, Events, RecvError, SessionEvent, SessionState, StopReason,
 };
 pub use history::{
-    AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
+    AssistantTurn, History, SteeringTurn, SummaryTurn, SystemTurn, ToolResultsTurn, Turn,
+    UserTurn,
 };
 
 use events::Listeners;
@@ -107,6 +110,7 @@ pub(crate) use events::{EventSink, Forward};
 use loop_detection::LoopDetector;
 use transcript::TranscriptWriter;
 pub use transcript::{Transcript, TranscriptHeader};
+use compaction::run::CompactionState;
 use worker::{Input, Shared, Worker};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -359,7 +363,14 @@ impl Session {
             events.clone(),
             start.depth,
         );
+        let limits = config
+            .compaction
+            .enabled
+            .then(|| config.compaction.limits(profile.context_window_size))
+            .filter(|limits| limits.window > 0);
+        let compaction = CompactionState::new(limits, &lock(&shared.history));
         let worker = Worker {
+            compaction,
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),
             profile,
@@ -470,6 +481,21 @@ impl Session {
             reply: Some(reply),
         })?;
         Ok(outcome)
+    }
+
+    /// Compacts the history now (reason `manual`): waits until the inputs queued before it
+    /// are processed, then summarises as an automatic compaction would, with its
+    /// `CONTEXT_COMPACTION_START` / `END` events. Does nothing when compaction is off (see
+    /// [`SessionConfig::with_compaction`]).
+    pub fn compact(&self) -> Result<()> {
+        let (reply, done) = crossbeam_channel::bounded(1);
+        self.send(Input::Compact { reply })?;
+        done.recv().map_err(|_| {
+            Error::new(
+                ErrorKind::SessionClosed,
+                "the session closed before the compaction ran",
+            )
+        })
     }
 
     /// Queues a steering message for the model (spec §2.6): injected as a user message

@@ -4,6 +4,7 @@ mod agent_cli;
 mod anthropic;
 mod apply_patch;
 mod client;
+mod compaction;
 mod edit_file;
 mod examples;
 mod exec_env;

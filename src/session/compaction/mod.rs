@@ -1,0 +1,484 @@
+//! Context compaction: token accounting, the compaction settings, the plan (what is kept,
+//! where the cut falls, the summary request's input) and the recognition of a provider's
+//! context-overflow error.
+//!
+//! A session keeps its history under the model's context window. Before each model call the
+//! worker compares its token count ([`TokenAccount`]) with the threshold (`window −
+//! reserve`); above it, or when the provider rejects a request as too long, it compacts:
+//!
+//! - the system prompt and project docs are rebuilt for every request, never summarised;
+//! - user and host steering messages are kept verbatim up to a budget (the oldest beyond
+//!   it go into the summary request instead);
+//! - the most recent turns are kept verbatim down to a cut point that never separates a
+//!   tool call from its result (turns are atomic, so thinking signatures stay with theirs);
+//! - the rest is replaced by one summary turn, written by the session's own model from a
+//!   compaction request with our prompt (fixed sections; completed actions with their
+//!   outcome), updating the previous summary rather than summarising it.
+//!
+//! The compaction request is planned to fit the window: tool outputs of the summarised part
+//! are cut middle-out first, then the oldest turns are dropped with a marker. A summary that
+//! is larger than what it replaced, or that leaves the history above the threshold, is
+//! rejected in favour of a mechanical record. This module plans and measures; it never
+//! sends a request (the worker does, in `run.rs`) and never touches files.
+
+mod plan;
+mod prompt;
+pub(crate) mod run;
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::history::Turn;
+use crate::error::{Error, ErrorKind};
+use crate::llm::{ContentPart, Message, Request, ToolDefinition, Usage};
+
+pub use plan::CompactionPlan;
+
+/// Estimated tokens per byte of text: one token for every four bytes.
+const BYTES_PER_TOKEN: usize = 4;
+/// Estimated tokens of framing per message (role, separators).
+const MESSAGE_OVERHEAD: usize = 4;
+/// Estimated tokens of an image.
+const IMAGE_TOKENS: usize = 1_000;
+
+/// Why a compaction ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CompactionReason {
+    /// The next request would have passed `window − reserve`.
+    Threshold,
+    /// The provider rejected a request as longer than the model's context window.
+    Overflow,
+    /// The host called `Session::compact`.
+    Manual,
+}
+
+impl CompactionReason {
+    /// The reason in snake case, as in the JSON form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionReason::Threshold => "threshold",
+            CompactionReason::Overflow => "overflow",
+            CompactionReason::Manual => "manual",
+        }
+    }
+}
+
+/// What a compaction had to give up beyond summarising.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CompactionFallback {
+    /// Nothing: the whole summarised part reached the summariser.
+    #[default]
+    None,
+    /// Tool outputs were cut in the middle (in the compaction request, or in the kept
+    /// turns) to fit.
+    Truncated,
+    /// Turns were dropped with a marker: from the compaction request because even cut they
+    /// did not fit, or because the summary was rejected or could not be made.
+    Dropped,
+}
+
+impl CompactionFallback {
+    /// The fallback in snake case, as in the JSON form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionFallback::None => "none",
+            CompactionFallback::Truncated => "truncated",
+            CompactionFallback::Dropped => "dropped",
+        }
+    }
+}
+
+/// The summary a compaction is about to put into the history, shown to the host's summary
+/// hook ([`CompactionConfig::with_summary_hook`]) before it is accepted.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ProposedSummary {
+    /// Why the compaction runs.
+    pub reason: CompactionReason,
+    /// The summary text (the model's answer, or the mechanical record when the model's was
+    /// rejected or could not be made).
+    pub summary: String,
+    /// The compaction request's user input (the conversation as text, the completed
+    /// actions, the previous summary).
+    pub input: String,
+    /// History turns the summary replaces.
+    pub turns_summarised: usize,
+    /// Estimated tokens of the history before the compaction.
+    pub tokens_before: usize,
+}
+
+/// Sees each proposed summary; `Some(text)` replaces it.
+pub type SummaryHook = Arc<dyn Fn(&ProposedSummary) -> Option<String> + Send + Sync>;
+
+/// Writes the summary instead of the model: gets the compaction request, returns the
+/// summary text (`None`: ask the model after all).
+pub type Summariser = Arc<dyn Fn(&Request) -> Option<String> + Send + Sync>;
+
+/// How a session compacts its history. On by default; see the [module docs](self).
+///
+/// Token figures left `None` are derived from the window: the reserve is
+/// `min(16 384, window / 4)`, the recent-turn budget `min(20 000, 30 % of the threshold)`,
+/// the user-message budget `min(20 000, 20 % of the threshold)` and the summary's output
+/// limit `min(8 192, threshold / 6)`.
+///
+/// ```
+/// use agentloop::session::SessionConfig;
+/// use agentloop::session::compaction::CompactionConfig;
+///
+/// let config = SessionConfig::default().with_compaction(
+///     CompactionConfig::default()
+///         .with_context_window(32_000)
+///         .with_reserve_tokens(6_000)
+///         .with_summary_hook(|proposed| {
+///             Some(format!("{}\n(Reviewed by the host.)", proposed.summary))
+///         }),
+/// );
+/// assert!(config.compaction.enabled);
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct CompactionConfig {
+    /// Whether the session compacts at all (default `true`). Off, a request that passes the
+    /// window fails with a context-length error as before.
+    pub enabled: bool,
+    /// The model's context window in tokens; `None` uses the profile's.
+    pub context_window: Option<usize>,
+    /// Tokens kept free below the window for the answer; the threshold is `window −
+    /// reserve`.
+    pub reserve_tokens: Option<usize>,
+    /// Tokens of recent turns kept verbatim.
+    pub recent_tokens: Option<usize>,
+    /// Tokens of user and steering messages kept verbatim (newest first).
+    pub user_message_tokens: Option<usize>,
+    /// Output-token limit of the summary request.
+    pub summary_max_tokens: Option<usize>,
+    /// Most compactions per input (default 64); beyond it the session stops compacting
+    /// for that input, with a `WARNING`.
+    pub max_compactions_per_input: usize,
+    /// The compaction request's instructions; `None` uses ours.
+    pub prompt: Option<String>,
+    /// The host's look at each proposed summary.
+    pub summary_hook: Option<SummaryHook>,
+    /// Writes summaries instead of the model.
+    pub summariser: Option<Summariser>,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            enabled: true,
+            context_window: None,
+            reserve_tokens: None,
+            recent_tokens: None,
+            user_message_tokens: None,
+            summary_max_tokens: None,
+            max_compactions_per_input: 64,
+            prompt: None,
+            summary_hook: None,
+            summariser: None,
+        }
+    }
+}
+
+impl fmt::Debug for CompactionConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompactionConfig")
+            .field("enabled", &self.enabled)
+            .field("context_window", &self.context_window)
+            .field("reserve_tokens", &self.reserve_tokens)
+            .field("recent_tokens", &self.recent_tokens)
+            .field("user_message_tokens", &self.user_message_tokens)
+            .field("summary_max_tokens", &self.summary_max_tokens)
+            .field("max_compactions_per_input", &self.max_compactions_per_input)
+            .field("prompt", &self.prompt.as_ref().map(|_| "custom"))
+            .field("summary_hook", &self.summary_hook.as_ref().map(|_| "hook"))
+            .field("summariser", &self.summariser.as_ref().map(|_| "closure"))
+            .finish()
+    }
+}
+
+impl CompactionConfig {
+    /// Compaction off.
+    pub fn disabled() -> CompactionConfig {
+        CompactionConfig {
+            enabled: false,
+            ..CompactionConfig::default()
+        }
+    }
+
+    /// Overrides the model's context window.
+    pub fn with_context_window(mut self, tokens: usize) -> CompactionConfig {
+        self.context_window = Some(tokens);
+        self
+    }
+
+    /// Sets the reserve below the window.
+    pub fn with_reserve_tokens(mut self, tokens: usize) -> CompactionConfig {
+        self.reserve_tokens = Some(tokens);
+        self
+    }
+
+    /// Sets the recent-turn budget.
+    pub fn with_recent_tokens(mut self, tokens: usize) -> CompactionConfig {
+        self.recent_tokens = Some(tokens);
+        self
+    }
+
+    /// Sets the user-message budget.
+    pub fn with_user_message_tokens(mut self, tokens: usize) -> CompactionConfig {
+        self.user_message_tokens = Some(tokens);
+        self
+    }
+
+    /// Sets the summary's output-token limit.
+    pub fn with_summary_max_tokens(mut self, tokens: usize) -> CompactionConfig {
+        self.summary_max_tokens = Some(tokens);
+        self
+    }
+
+    /// Sets the most compactions per input.
+    pub fn with_max_compactions_per_input(mut self, count: usize) -> CompactionConfig {
+        self.max_compactions_per_input = count;
+        self
+    }
+
+    /// Replaces our compaction instructions.
+    pub fn with_prompt(mut self, prompt: impl Into<String>) -> CompactionConfig {
+        self.prompt = Some(prompt.into());
+        self
+    }
+
+    /// Shows each proposed summary to `hook` before it is accepted; `Some(text)` replaces
+    /// it. The replacement goes through the same guards as the model's summary.
+    pub fn with_summary_hook(
+        mut self,
+        hook: impl Fn(&ProposedSummary) -> Option<String> + Send + Sync + 'static,
+    ) -> CompactionConfig {
+        self.summary_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Writes summaries with `summariser` instead of the model (`None` from it: ask the
+    /// model).
+    pub fn with_summariser(
+        mut self,
+        summariser: impl Fn(&Request) -> Option<String> + Send + Sync + 'static,
+    ) -> CompactionConfig {
+        self.summariser = Some(Arc::new(summariser));
+        self
+    }
+
+    /// The token budgets for a model whose profile says `profile_window`.
+    pub fn limits(&self, profile_window: usize) -> CompactionLimits {
+        let window = self.context_window.unwrap_or(profile_window);
+        let reserve = self.reserve_tokens.unwrap_or((window / 4).min(16_384));
+        let threshold = window.saturating_sub(reserve).max(1);
+        CompactionLimits {
+            window,
+            threshold,
+            recent: self.recent_tokens.unwrap_or((threshold * 3 / 10).min(20_000)),
+            users: self
+                .user_message_tokens
+                .unwrap_or((threshold / 5).min(20_000)),
+            summary_output: self
+                .summary_max_tokens
+                .unwrap_or((threshold / 6).min(8_192))
+                .max(64),
+        }
+    }
+}
+
+/// The token budgets of one session, derived from its [`CompactionConfig`] and window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompactionLimits {
+    /// The model's context window.
+    pub window: usize,
+    /// `window − reserve`: a request above it is compacted first.
+    pub threshold: usize,
+    /// Tokens of recent turns kept verbatim.
+    pub recent: usize,
+    /// Tokens of user and steering messages kept verbatim.
+    pub users: usize,
+    /// Output limit of the summary request.
+    pub summary_output: usize,
+}
+
+impl CompactionLimits {
+    /// Budgets for `window` tokens with the default settings.
+    pub fn for_window(window: usize) -> CompactionLimits {
+        CompactionConfig::default().limits(window)
+    }
+}
+
+/// The session's token count: the last request's reported input tokens plus an estimate
+/// of everything appended since; the estimate of the whole request when no count was
+/// reported (or the history was rewritten since).
+///
+/// The estimate is [`estimate_request_tokens`]: bytes of text / 4, plus 4 per message and
+/// 1 000 per image. Updating it per turn costs a walk over that turn's parts.
+#[derive(Debug, Clone, Default)]
+pub struct TokenAccount {
+    /// Estimated tokens of the system prompt and the tool definitions.
+    fixed: usize,
+    /// Estimated tokens of the whole history.
+    history: usize,
+    /// The provider's count for the last request, and the history estimate at that time.
+    reported: Option<(usize, usize)>,
+}
+
+impl TokenAccount {
+    /// An account for a history estimated at `history` tokens.
+    pub fn new(history: usize) -> TokenAccount {
+        TokenAccount {
+            fixed: 0,
+            history,
+            reported: None,
+        }
+    }
+
+    /// Sets the fixed part (system prompt and tools), estimated.
+    pub fn set_fixed(&mut self, system_prompt: &str, tools: &[ToolDefinition]) {
+        let tools: usize = tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .sum();
+        self.fixed = MESSAGE_OVERHEAD + (system_prompt.len() + tools) / BYTES_PER_TOKEN;
+    }
+
+    /// A turn was appended.
+    pub fn push(&mut self, turn: &Turn) {
+        self.history += estimate_turn_tokens(turn);
+    }
+
+    /// The history was replaced by one estimated at `history` tokens: the last report no
+    /// longer applies.
+    pub fn reset(&mut self, history: usize) {
+        self.history = history;
+        self.reported = None;
+    }
+
+    /// The provider reported `usage` for the request just sent (`provider` decides whether
+    /// cache reads and writes are counted on top of `input_tokens`: Anthropic reports them
+    /// apart, the OpenAI formats include cached tokens in `input_tokens`).
+    pub fn report(&mut self, usage: &Usage, provider: &str, history_at_request: usize) {
+        let mut tokens = usage.input_tokens as usize;
+        if provider == "anthropic" {
+            tokens += usage.cache_read_tokens.unwrap_or(0) as usize
+                + usage.cache_write_tokens.unwrap_or(0) as usize;
+        }
+        self.reported = (tokens > 0).then_some((tokens, history_at_request));
+    }
+
+    /// Estimated tokens of the history alone.
+    pub fn history_tokens(&self) -> usize {
+        self.history
+    }
+
+    /// Tokens the next request holds: reported plus appended since, or the estimate.
+    pub fn tokens(&self) -> usize {
+        match self.reported {
+            Some((reported, at)) => reported + self.history.saturating_sub(at),
+            None => self.fixed + self.history,
+        }
+    }
+
+    /// Estimated tokens of the system prompt and tools.
+    pub fn fixed_tokens(&self) -> usize {
+        self.fixed
+    }
+}
+
+/// The library's token estimate of a request: for every message 4 tokens plus a quarter
+/// of the bytes of its text, tool calls (id, name, arguments as JSON), tool results (id,
+/// name, content), thinking (text and signature), 1 000 per image; plus a quarter of the
+/// bytes of the tool definitions (name, description, parameters as JSON). This is the
+/// "size" the session keeps under `window − reserve`.
+pub fn estimate_request_tokens(request: &Request) -> usize {
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+        .sum();
+    tools / BYTES_PER_TOKEN + request.messages.iter().map(estimate_message_tokens).sum::<usize>()
+}
+
+/// The estimate of one message (see [`estimate_request_tokens`]).
+pub fn estimate_message_tokens(message: &Message) -> usize {
+    MESSAGE_OVERHEAD + message.content.iter().map(part_tokens).sum::<usize>()
+}
+
+fn part_tokens(part: &ContentPart) -> usize {
+    match part {
+        ContentPart::Text { text, signature } => {
+            (text.len() + signature.as_ref().map_or(0, String::len)) / BYTES_PER_TOKEN
+        }
+        ContentPart::Image(_) => IMAGE_TOKENS,
+        ContentPart::ToolCall(call) => {
+            (call.id.len() + call.name.len() + json_len(&call.arguments)) / BYTES_PER_TOKEN
+        }
+        ContentPart::ToolResult(result) => {
+            let bytes = result.tool_call_id.len()
+                + result.content.len()
+                + result.name.as_ref().map_or(0, String::len);
+            bytes / BYTES_PER_TOKEN + result.image.as_ref().map_or(0, |_| IMAGE_TOKENS)
+        }
+        ContentPart::Thinking(thinking) => {
+            (thinking.text.len() + thinking.signature.as_ref().map_or(0, String::len))
+                / BYTES_PER_TOKEN
+        }
+    }
+}
+
+fn json_len(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::String(s) => s.len() + 2,
+        other => other.to_string().len(),
+    }
+}
+
+/// The estimate of the messages one turn becomes (see [`estimate_request_tokens`]).
+pub fn estimate_turn_tokens(turn: &Turn) -> usize {
+    let text = |s: &str| MESSAGE_OVERHEAD + s.len() / BYTES_PER_TOKEN;
+    match turn {
+        Turn::User(t) => text(&t.content),
+        Turn::Steering(t) => text(&t.content),
+        Turn::System(t) => text(&t.content),
+        Turn::Summary(t) => text(&t.content),
+        Turn::ToolResults(t) => t
+            .results
+            .iter()
+            .map(|r| {
+                let bytes = r.tool_call_id.len() + r.content.len() + r.name.as_ref().map_or(0, String::len);
+                MESSAGE_OVERHEAD
+                    + bytes / BYTES_PER_TOKEN
+                    + r.image.as_ref().map_or(0, |_| IMAGE_TOKENS)
+            })
+            .sum(),
+        Turn::Assistant(t) => {
+            if t.parts.is_empty() {
+                MESSAGE_OVERHEAD
+                    + t.content.len() / BYTES_PER_TOKEN
+                    + t.tool_calls
+                        .iter()
+                        .map(|c| (c.id.len() + c.name.len() + json_len(&c.arguments)) / BYTES_PER_TOKEN)
+                        .sum::<usize>()
+            } else {
+                MESSAGE_OVERHEAD + t.parts.iter().map(part_tokens).sum::<usize>()
+            }
+        }
+    }
+}
+
+/// Whether `error` says the request was longer than the model's context window, whatever
+/// the provider (see the table in the [crate docs on overflow](crate::llm) and
+/// `tests/data/conformance/errors/README.md`).
+pub fn is_context_overflow(error: &Error) -> bool {
+    error.kind() == ErrorKind::ContextLength
+}

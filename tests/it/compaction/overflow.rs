@@ -1,0 +1,1 @@
+//! Overflow errors of every provider shape lead to one compaction and one retry.

@@ -1,0 +1,1 @@
+//! Resume and strict replay of a compacted session.
