@@ -217,7 +217,10 @@ fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<S
     if let Some(path) = &options.transcript {
         config = config.with_transcript(path);
     }
-    let (profile, client) = (setup.profile.clone(), setup.client.clone());
+    let (mut profile, client) = (setup.profile.clone(), setup.client.clone());
+    if let Some(tokens) = options.context_window {
+        profile = profile.with_context_window_size(tokens);
+    }
     match &options.resume {
         Some(path) => Session::resume(path, profile, env, client, config),
         None => Session::new(profile, env, client, config),

@@ -382,10 +382,17 @@ impl TokenAccount {
     }
 
     /// Tokens the next request holds: reported plus appended since, or the estimate.
+    ///
+    /// A report below half the estimate of the same request is not believed (no
+    /// tokenizer packs four bytes of text into less than half a token; such a count comes
+    /// from a proxy or a server that does not count): the estimate is used instead.
     pub fn tokens(&self) -> usize {
+        let estimate = self.fixed + self.history;
         match self.reported {
-            Some((reported, at)) => reported + self.history.saturating_sub(at),
-            None => self.fixed + self.history,
+            Some((reported, at)) if reported.saturating_mul(2) >= self.fixed + at => {
+                reported + self.history.saturating_sub(at)
+            }
+            _ => estimate,
         }
     }
 

@@ -8,6 +8,7 @@
 //! message, plus a quarter of the tool definitions' bytes. The session keeps that under
 //! `window − reserve`; the tests assert it stays under the window for every request.
 
+mod cli;
 mod overflow;
 mod resume;
 mod scripted;
