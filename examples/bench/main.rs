@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+mod compaction;
 mod e2e;
 mod exec;
 mod grep;
@@ -57,6 +58,7 @@ const SECTIONS: &[Section] = &[
     ("e2e", e2e::run),
     ("size", size::run),
     ("transcript", transcript::run),
+    ("compaction", compaction::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.

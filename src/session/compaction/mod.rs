@@ -20,6 +20,46 @@
 //! is larger than what it replaced, or that leaves the history above the threshold, is
 //! rejected in favour of a mechanical record. This module plans and measures; it never
 //! sends a request (the worker does, in `run.rs`) and never touches files.
+//!
+//! # Guards
+//!
+//! At most one compaction runs before each model call, and one more after the provider
+//! rejects that call as too long; the call is then retried once, and a second rejection
+//! ends the input with a [`ContextLength`](crate::ErrorKind::ContextLength) error. A
+//! compaction whose summary is larger than what it replaced is rejected (a `WARNING`
+//! with code `compaction`, then a mechanical record of the completed actions instead);
+//! one that leaves the history above the threshold cuts the kept tool outputs
+//! middle-out, and warns if even that is not enough. At most
+//! [`max_compactions_per_input`](CompactionConfig::max_compactions_per_input) run per
+//! input.
+//!
+//! # Context-overflow errors
+//!
+//! A request the provider rejects as too long is an error of kind
+//! [`ContextLength`](crate::ErrorKind::ContextLength), whatever the wire format; the
+//! session compacts and retries it once. Recognised shapes (real or documented bodies of
+//! each are in `tests/data/conformance/errors/`, with their sources in that folder's
+//! README):
+//!
+//! | provider | status | type / code | message text |
+//! |---|---|---|---|
+//! | Anthropic | 400 | `invalid_request_error` | "prompt is too long" |
+//! | Anthropic | 413 | `request_too_large` | (the status) |
+//! | OpenAI Responses | 400 | `context_length_exceeded` | "exceeds the context window" |
+//! | OpenAI Chat Completions | 400 | `context_length_exceeded` | "maximum context length" |
+//! | Ollama (`/v1`) | 400 | `invalid_request_error` | "prompt too long; exceeded max context length" |
+//! | llama.cpp server | 400 | `exceed_context_size_error` | "exceeds the available context size" |
+//! | vLLM | 400 | `BadRequestError` | "maximum context length", "maximum model length" |
+//! | LM Studio | 200 with an SSE `error` event, or 400 | — | "context length" ("loaded with context length of only …", "greater than the context length") |
+//! | OpenRouter | 400 | numeric `code` | "maximum context length" |
+//! | Groq | 400 | `context_length_exceeded` | "reduce the length of the messages" |
+//! | DeepSeek | 400 | `invalid_request_error` | "maximum context length" |
+//! | Gemini | 400 | `INVALID_ARGUMENT` | "exceeds the maximum number of tokens" |
+//!
+//! A server that truncates the prompt silently (Ollama with a small `num_ctx`) reports no
+//! error at all: give the session the server's real window
+//! ([`CompactionConfig::with_context_window`], the CLI's `--context-window`) and the
+//! threshold keeps requests under it.
 
 mod plan;
 mod prompt;
@@ -484,8 +524,10 @@ pub fn estimate_turn_tokens(turn: &Turn) -> usize {
 }
 
 /// Whether `error` says the request was longer than the model's context window, whatever
-/// the provider (see the table in the [crate docs on overflow](crate::llm) and
-/// `tests/data/conformance/errors/README.md`).
+/// the provider (see the table in the [module docs](self)).
 pub fn is_context_overflow(error: &Error) -> bool {
     error.kind() == ErrorKind::ContextLength
 }
+
+#[cfg(test)]
+mod tests;

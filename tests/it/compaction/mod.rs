@@ -12,6 +12,7 @@ mod cli;
 mod overflow;
 mod resume;
 mod scripted;
+mod subagents;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
