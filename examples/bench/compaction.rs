@@ -42,13 +42,18 @@ fn round(n: usize) -> [Turn; 2] {
         "timestamp": "2026-01-01T00:00:00.000Z"
     }))
     .expect("an assistant turn");
-    let output = format!("running 1 test\n{}\ntest result: ok", "line of output\n".repeat(130));
+    let output = format!(
+        "running 1 test\n{}\ntest result: ok",
+        "line of output\n".repeat(130)
+    );
     let results = Turn::tool_results(vec![ToolResult::for_call(&call, output, false)]);
     [assistant, results]
 }
 
 fn history(turns: usize) -> Vec<Turn> {
-    let mut out = vec![Turn::user("fix the failing tests and keep the public API unchanged")];
+    let mut out = vec![Turn::user(
+        "fix the failing tests and keep the public API unchanged",
+    )];
     let mut n = 0;
     while out.len() < turns {
         if n % 50 == 49 {

@@ -101,16 +101,15 @@ pub use events::{
     CloseReason, EventKind, Events, RecvError, SessionEvent, SessionState, StopReason,
 };
 pub use history::{
-    AssistantTurn, History, SteeringTurn, SummaryTurn, SystemTurn, ToolResultsTurn, Turn,
-    UserTurn,
+    AssistantTurn, History, SteeringTurn, SummaryTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
 
+use compaction::run::CompactionState;
 use events::Listeners;
 pub(crate) use events::{EventSink, Forward};
 use loop_detection::LoopDetector;
 use transcript::TranscriptWriter;
 pub use transcript::{Transcript, TranscriptHeader};
-use compaction::run::CompactionState;
 use worker::{Input, Shared, Worker};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

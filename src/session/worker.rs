@@ -321,7 +321,9 @@ impl Worker {
                     end.error = Some(error);
                     break StopReason::Error;
                 }
-                RoundEnd::Failed(error) if overflow_retried && error.kind() == ErrorKind::ContextLength => {
+                RoundEnd::Failed(error)
+                    if overflow_retried && error.kind() == ErrorKind::ContextLength =>
+                {
                     let error = overflow_after_compaction(&error);
                     end.fatal = self.report_error(&error);
                     end.error = Some(error);

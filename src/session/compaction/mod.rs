@@ -322,7 +322,9 @@ impl CompactionConfig {
         CompactionLimits {
             window,
             threshold,
-            recent: self.recent_tokens.unwrap_or((threshold * 3 / 10).min(20_000)),
+            recent: self
+                .recent_tokens
+                .unwrap_or((threshold * 3 / 10).min(20_000)),
             users: self
                 .user_message_tokens
                 .unwrap_or((threshold / 5).min(20_000)),
@@ -453,7 +455,12 @@ pub fn estimate_request_tokens(request: &Request) -> usize {
         .iter()
         .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
         .sum();
-    tools / BYTES_PER_TOKEN + request.messages.iter().map(estimate_message_tokens).sum::<usize>()
+    tools / BYTES_PER_TOKEN
+        + request
+            .messages
+            .iter()
+            .map(estimate_message_tokens)
+            .sum::<usize>()
 }
 
 /// The estimate of one message (see [`estimate_request_tokens`]).
@@ -502,7 +509,8 @@ pub fn estimate_turn_tokens(turn: &Turn) -> usize {
             .results
             .iter()
             .map(|r| {
-                let bytes = r.tool_call_id.len() + r.content.len() + r.name.as_ref().map_or(0, String::len);
+                let bytes =
+                    r.tool_call_id.len() + r.content.len() + r.name.as_ref().map_or(0, String::len);
                 MESSAGE_OVERHEAD
                     + bytes / BYTES_PER_TOKEN
                     + r.image.as_ref().map_or(0, |_| IMAGE_TOKENS)
@@ -514,7 +522,9 @@ pub fn estimate_turn_tokens(turn: &Turn) -> usize {
                     + t.content.len() / BYTES_PER_TOKEN
                     + t.tool_calls
                         .iter()
-                        .map(|c| (c.id.len() + c.name.len() + json_len(&c.arguments)) / BYTES_PER_TOKEN)
+                        .map(|c| {
+                            (c.id.len() + c.name.len() + json_len(&c.arguments)) / BYTES_PER_TOKEN
+                        })
                         .sum::<usize>()
             } else {
                 MESSAGE_OVERHEAD + t.parts.iter().map(part_tokens).sum::<usize>()

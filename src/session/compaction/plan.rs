@@ -178,7 +178,11 @@ impl CompactionPlan {
             kept.push(line.as_str());
         }
         if kept.len() < self.actions.len() {
-            let _ = writeln!(out, "- ({} older actions not listed)", self.actions.len() - kept.len());
+            let _ = writeln!(
+                out,
+                "- ({} older actions not listed)",
+                self.actions.len() - kept.len()
+            );
         }
         for line in kept.iter().rev() {
             out.push_str(line);
@@ -270,8 +274,16 @@ fn render<'a>(
                     .get(result.tool_call_id.as_str())
                     .cloned()
                     .unwrap_or((result.name.as_deref().unwrap_or("tool"), String::new()));
-                let outcome = if result.is_error { "failed" } else { "succeeded" };
-                let first = result.content.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+                let outcome = if result.is_error {
+                    "failed"
+                } else {
+                    "succeeded"
+                };
+                let first = result
+                    .content
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("");
                 pieces.push(Piece {
                     text: format!("## result of `{name}` ({outcome})\n"),
                     output: Some(result.content.clone()),
@@ -308,7 +320,15 @@ fn assemble(
     if fixed + outputs(&pieces, cap) > budget {
         fallback = CompactionFallback::Truncated;
         // The largest cap that fits, found by halving the interval.
-        let (mut low, mut high) = (MIN_OUTPUT_BYTES, pieces.iter().filter_map(|p| p.output.as_ref()).map(String::len).max().unwrap_or(0));
+        let (mut low, mut high) = (
+            MIN_OUTPUT_BYTES,
+            pieces
+                .iter()
+                .filter_map(|p| p.output.as_ref())
+                .map(String::len)
+                .max()
+                .unwrap_or(0),
+        );
         while low < high {
             let mid = low + (high - low).div_ceil(2);
             if fixed + outputs(&pieces, mid) <= budget {

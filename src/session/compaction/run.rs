@@ -89,7 +89,12 @@ impl Worker {
         }
         let mut turns = lock(&self.shared.history).turns().to_vec();
         let fixed = self.compaction.account.fixed_tokens();
-        let prompt = self.config.compaction.prompt.as_deref().unwrap_or(SUMMARY_PROMPT);
+        let prompt = self
+            .config
+            .compaction
+            .prompt
+            .as_deref()
+            .unwrap_or(SUMMARY_PROMPT);
         let plan = CompactionPlan::new(&turns, &limits, prompt.len() / BYTES_PER_TOKEN);
         if plan.is_none() {
             // Nothing to summarise: only cutting tool outputs could help.
@@ -174,7 +179,13 @@ impl Worker {
         }
         let call = model_call.as_ref().map(|(r, a)| (r, a.as_str()));
         self.replace_history(turns, reason, call);
-        self.end_compaction(reason, tokens_before, turns_summarised, fallback, summary_text);
+        self.end_compaction(
+            reason,
+            tokens_before,
+            turns_summarised,
+            fallback,
+            summary_text,
+        );
         true
     }
 
@@ -313,7 +324,11 @@ impl CompactionFallback {
             CompactionFallback::Truncated => 1,
             CompactionFallback::Dropped => 2,
         };
-        if rank(other) > rank(self) { other } else { self }
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
     }
 }
 

@@ -27,16 +27,28 @@ fn result_turn(n: usize, bytes: usize) -> Turn {
 fn the_count_is_the_last_report_plus_what_was_appended_since() {
     let mut account = TokenAccount::new(1_000);
     account.set_fixed(&"s".repeat(4_000), &[]);
-    assert_eq!(account.tokens(), 1_000 + 1_004, "the estimate before any report");
+    assert_eq!(
+        account.tokens(),
+        1_000 + 1_004,
+        "the estimate before any report"
+    );
     let usage = Usage {
         input_tokens: 3_000,
         cache_read_tokens: Some(500),
         ..Usage::default()
     };
     account.report(&usage, "anthropic", account.history_tokens());
-    assert_eq!(account.tokens(), 3_500, "Anthropic reports cache reads apart");
+    assert_eq!(
+        account.tokens(),
+        3_500,
+        "Anthropic reports cache reads apart"
+    );
     account.report(&usage, "openai", account.history_tokens());
-    assert_eq!(account.tokens(), 3_000, "OpenAI's input tokens include cached ones");
+    assert_eq!(
+        account.tokens(),
+        3_000,
+        "OpenAI's input tokens include cached ones"
+    );
     let turn = result_turn(1, 400);
     account.push(&turn);
     assert_eq!(account.tokens(), 3_000 + estimate_turn_tokens(&turn));
@@ -44,7 +56,11 @@ fn the_count_is_the_last_report_plus_what_was_appended_since() {
     account.report(&usage, "openai", account.history_tokens());
     assert_eq!(account.tokens(), 3_000);
     account.reset(10);
-    assert_eq!(account.tokens(), 1_004 + 10, "a rewritten history drops the report");
+    assert_eq!(
+        account.tokens(),
+        1_004 + 10,
+        "a rewritten history drops the report"
+    );
 }
 
 #[test]
@@ -71,7 +87,10 @@ fn the_cut_never_separates_a_call_from_its_results() {
             ..CompactionLimits::for_window(20_000)
         };
         let plan = CompactionPlan::new(&turns, &limits, 0).unwrap();
-        assert!(!matches!(turns.get(plan.cut()), Some(Turn::ToolResults(_))), "{recent}");
+        assert!(
+            !matches!(turns.get(plan.cut()), Some(Turn::ToolResults(_))),
+            "{recent}"
+        );
         let compacted = plan.compacted(&turns, "summary".into());
         assert_eq!(
             crate::session::History::from_turns(compacted).check_tool_results(),
@@ -104,7 +123,10 @@ fn user_messages_are_kept_newest_first_within_their_budget() {
         })
         .collect();
     assert_eq!(kept, ["request 7", "request 8", "request 9"]);
-    assert!(plan.input().contains("request 0"), "the oldest go to the summariser");
+    assert!(
+        plan.input().contains("request 0"),
+        "the oldest go to the summariser"
+    );
     assert!(!plan.input().contains("request 9"));
 }
 
@@ -125,8 +147,14 @@ fn a_later_compaction_updates_the_previous_summary() {
         ..CompactionLimits::for_window(20_000)
     };
     let plan = CompactionPlan::new(&turns, &limits, 0).unwrap();
-    assert!(plan.input().starts_with("# Previous summary (update it)\n\n## Goal\nthe first summary"));
-    assert!(!plan.input().contains("[Context compaction]"), "not a summary of a summary");
+    assert!(
+        plan.input()
+            .starts_with("# Previous summary (update it)\n\n## Goal\nthe first summary")
+    );
+    assert!(
+        !plan.input().contains("[Context compaction]"),
+        "not a summary of a summary"
+    );
     let compacted = plan.compacted(&turns, "new".into());
     let Some(Turn::Summary(summary)) = compacted.get(1) else {
         panic!("{compacted:?}")

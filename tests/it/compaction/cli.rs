@@ -27,7 +27,12 @@ fn server() -> Server {
         .collect();
     replies.push(Reply::sse(anthropic_sse("all rounds done", &[])));
     let summaries = (0..ROUNDS)
-        .map(|n| Reply::sse(anthropic_sse(&format!("## Goal\nrun the rounds\n## Actions completed\nrounds up to {n}"), &[])))
+        .map(|n| {
+            Reply::sse(anthropic_sse(
+                &format!("## Goal\nrun the rounds\n## Actions completed\nrounds up to {n}"),
+                &[],
+            ))
+        })
         .collect();
     // Compaction requests carry our instructions; every other request gets the next round.
     Server::start_routed(vec![("handoff summary", summaries)], replies)
@@ -68,12 +73,26 @@ fn run(json_view: bool) -> (Option<i32>, String, String, Server) {
 fn the_cli_with_an_8000_token_window_compacts_through_a_60_round_task() {
     let (status, stdout, stderr, server) = run(true);
     assert_eq!(status, Some(0), "{stderr}");
-    let events: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let kind = |k: &str| events.iter().filter(|e| e["kind"] == k).cloned().collect::<Vec<_>>();
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kind = |k: &str| {
+        events
+            .iter()
+            .filter(|e| e["kind"] == k)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     assert_eq!(kind("tool_call_end").len(), ROUNDS);
     let starts = kind("context_compaction_start");
     let ends = kind("context_compaction_end");
-    assert!(!ends.is_empty() && starts.len() == ends.len(), "{} / {}", starts.len(), ends.len());
+    assert!(
+        !ends.is_empty() && starts.len() == ends.len(),
+        "{} / {}",
+        starts.len(),
+        ends.len()
+    );
     for start in &starts {
         assert_eq!(start["data"]["reason"], "threshold");
         assert!(start["data"]["tokens_before"].as_u64().unwrap() > 6_000);
@@ -91,11 +110,18 @@ fn the_cli_with_an_8000_token_window_compacts_through_a_60_round_task() {
         .iter()
         .filter(|r| r.body_text().contains("handoff summary"))
         .count();
-    assert_eq!(summaries, ends.len(), "one compaction request per compaction");
+    assert_eq!(
+        summaries,
+        ends.len(),
+        "one compaction request per compaction"
+    );
 
     let (status, stdout, stderr, _server) = run(false);
     assert_eq!(status, Some(0), "{stderr}");
     let human = format!("{stdout}{stderr}");
-    let notices = human.lines().filter(|l| l.contains("context compacted (threshold)")).count();
+    let notices = human
+        .lines()
+        .filter(|l| l.contains("context compacted (threshold)"))
+        .count();
     assert_eq!(notices, ends.len(), "one line per compaction:\n{human}");
 }

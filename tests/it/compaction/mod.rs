@@ -97,7 +97,8 @@ pub fn summarise(input: &str) -> String {
             }
         }
     }
-    let mut out = String::from("## Goal\nFinish the scripted task.\n\n## Constraints and preferences\n");
+    let mut out =
+        String::from("## Goal\nFinish the scripted task.\n\n## Constraints and preferences\n");
     for rule in &rules {
         out.push_str(&format!("- {rule}\n"));
     }
@@ -107,7 +108,9 @@ pub fn summarise(input: &str) -> String {
         "## Actions completed\n- echo calls succeeded; done-steps: {}\n\n",
         list.join(",")
     ));
-    out.push_str("## Current step\ncontinuing\n\n## Next step\nthe next step\n\n## Open questions\nnone\n");
+    out.push_str(
+        "## Current step\ncontinuing\n\n## Next step\nthe next step\n\n## Open questions\nnone\n",
+    );
     out
 }
 
@@ -127,9 +130,18 @@ pub fn assert_calls_answered(request: &Request, context: &str) {
         }
     }
     for id in &calls {
-        assert_eq!(results.get(id), Some(&1), "{context}: call {id} has {:?} results", results.get(id));
+        assert_eq!(
+            results.get(id),
+            Some(&1),
+            "{context}: call {id} has {:?} results",
+            results.get(id)
+        );
     }
-    assert_eq!(results.len(), calls.len(), "{context}: results without calls");
+    assert_eq!(
+        results.len(),
+        calls.len(),
+        "{context}: results without calls"
+    );
 }
 
 pub fn profile() -> ProviderProfile {
@@ -154,7 +166,10 @@ pub fn start(model: &ScriptedModel, dir: &Path, config: SessionConfig) -> (Sessi
 }
 
 /// Collects events until `stop` (inclusive), within [`LONG`].
-pub fn collect_until(events: &mut Events, stop: impl Fn(&SessionEvent) -> bool) -> Vec<SessionEvent> {
+pub fn collect_until(
+    events: &mut Events,
+    stop: impl Fn(&SessionEvent) -> bool,
+) -> Vec<SessionEvent> {
     let deadline = Instant::now() + LONG;
     let mut out = Vec::new();
     loop {
@@ -173,7 +188,9 @@ pub fn collect_until(events: &mut Events, stop: impl Fn(&SessionEvent) -> bool) 
 }
 
 pub fn collect_input(events: &mut Events) -> Vec<SessionEvent> {
-    collect_until(events, |e| matches!(e.kind, EventKind::ProcessingEnd { .. }))
+    collect_until(events, |e| {
+        matches!(e.kind, EventKind::ProcessingEnd { .. })
+    })
 }
 
 /// One `context_compaction_end` event's fields.
@@ -222,7 +239,8 @@ pub fn first_requests_after_compactions(requests: &[Request]) -> Vec<(usize, usi
     let mut out = Vec::new();
     for (i, request) in requests.iter().enumerate() {
         if is_summary_request(request) {
-            if let Some(next) = (i + 1..requests.len()).find(|&j| !is_summary_request(&requests[j])) {
+            if let Some(next) = (i + 1..requests.len()).find(|&j| !is_summary_request(&requests[j]))
+            {
                 out.push((i, next));
             }
         }

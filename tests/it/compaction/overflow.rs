@@ -52,9 +52,18 @@ fn turn(format: &str, text: &str, calls: &[turns::Call]) -> Reply {
 fn client(format: &str, server: &Server) -> (Client, &'static str) {
     match format {
         "anthropic" => (crate::support::anthropic_client(server), "anthropic"),
-        "openai-responses" => (crate::support::client_for(providers::openai(server)), "openai"),
-        "openai-chat" => (crate::support::client_for(providers::openai_chat(server)), "openai-chat"),
-        "gemini" => (crate::support::client_for(providers::gemini(server)), "gemini"),
+        "openai-responses" => (
+            crate::support::client_for(providers::openai(server)),
+            "openai",
+        ),
+        "openai-chat" => (
+            crate::support::client_for(providers::openai_chat(server)),
+            "openai-chat",
+        ),
+        "gemini" => (
+            crate::support::client_for(providers::gemini(server)),
+            "gemini",
+        ),
         other => panic!("unknown format {other}"),
     }
 }
@@ -69,10 +78,18 @@ fn run(
     format: &str,
     overflow: Reply,
     last: Reply,
-) -> (Vec<agentloop::session::SessionEvent>, Vec<Value>, agentloop::session::Outcome) {
+) -> (
+    Vec<agentloop::session::SessionEvent>,
+    Vec<Value>,
+    agentloop::session::Outcome,
+) {
     let big = "b".repeat(4_000);
     let server = Server::start(vec![
-        turn(format, "", &[turns::function("call_1", "echo", json!({"text": big}))]),
+        turn(
+            format,
+            "",
+            &[turns::function("call_1", "echo", json!({"text": big}))],
+        ),
         overflow,
         turn(format, "## Goal\nthe summary of the earlier turns", &[]),
         last,
@@ -105,17 +122,31 @@ fn every_recorded_overflow_shape_leads_to_one_compaction_and_one_retry() {
             overflow_reply(&path, status, &content_type),
             turn(&format, "finished after compacting", &[]),
         );
-        assert_eq!(stop_reason(&seen), StopReason::Completed, "{name}: {:?}", outcome.error);
+        assert_eq!(
+            stop_reason(&seen),
+            StopReason::Completed,
+            "{name}: {:?}",
+            outcome.error
+        );
         assert_eq!(outcome.text, "finished after compacting", "{name}");
         let done = compactions(&seen);
         assert_eq!(done.len(), 1, "{name}");
         assert_eq!(done[0].reason, CompactionReason::Overflow, "{name}");
-        assert_eq!(done[0].summary, "## Goal\nthe summary of the earlier turns", "{name}");
+        assert_eq!(
+            done[0].summary, "## Goal\nthe summary of the earlier turns",
+            "{name}"
+        );
         assert_eq!(bodies.len(), 4, "{name}: call, overflow, summary, retry");
         let retry = bodies[3].to_string();
-        assert!(!retry.contains(&"b".repeat(4_000)), "{name}: the retry is compacted");
+        assert!(
+            !retry.contains(&"b".repeat(4_000)),
+            "{name}: the retry is compacted"
+        );
         assert!(retry.contains("the summary of the earlier turns"), "{name}");
-        assert!(bodies[2].to_string().contains("handoff summary"), "{name}: the summary request");
+        assert!(
+            bodies[2].to_string().contains("handoff summary"),
+            "{name}: the summary request"
+        );
     }
 }
 
@@ -129,10 +160,18 @@ fn a_second_overflow_after_compacting_is_a_typed_error() {
             overflow_reply(&path, status, &content_type),
         );
         assert_eq!(stop_reason(&seen), StopReason::Error, "{name}");
-        assert_eq!(compactions(&seen).len(), 1, "{name}: one compaction, no loop");
+        assert_eq!(
+            compactions(&seen).len(),
+            1,
+            "{name}: one compaction, no loop"
+        );
         assert_eq!(bodies.len(), 4, "{name}");
         let error = outcome.error.expect("the error");
         assert_eq!(error.kind(), ErrorKind::ContextLength, "{name}");
-        assert!(error.message().contains("still exceeds"), "{name}: {}", error.message());
+        assert!(
+            error.message().contains("still exceeds"),
+            "{name}: {}",
+            error.message()
+        );
     }
 }

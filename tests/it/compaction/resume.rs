@@ -22,7 +22,11 @@ fn two_phase_model() -> ScriptedModel {
             return ScriptedTurn::text(summarise(&summary_input(request)));
         }
         let phase_two = request_text(request).contains("phase two");
-        let (counter, rounds, tag) = if phase_two { (&two, 3, "p2") } else { (&one, 40, "p1") };
+        let (counter, rounds, tag) = if phase_two {
+            (&two, 3, "p2")
+        } else {
+            (&one, 40, "p1")
+        };
         let n = counter.fetch_add(1, Ordering::SeqCst);
         if n < rounds {
             let call = ToolCall::new(
@@ -88,10 +92,18 @@ fn a_compacted_session_resumes_with_byte_identical_requests_and_replays_strictly
     let read = Transcript::read(&after_one).unwrap();
     assert_eq!(read.compaction_count(), compacted);
     let model_b = two_phase_model();
-    let b = session_with(&model_b, &work, Some(&after_one), Some(dir.path().join("b.jsonl")));
+    let b = session_with(
+        &model_b,
+        &work,
+        Some(&after_one),
+        Some(dir.path().join("b.jsonl")),
+    );
     let mut events_b = b.events();
     b.submit("phase two: three more").unwrap();
-    assert_eq!(stop_reason(&collect_input(&mut events_b)), StopReason::Completed);
+    assert_eq!(
+        stop_reason(&collect_input(&mut events_b)),
+        StopReason::Completed
+    );
     let resumed: Vec<String> = model_b
         .requests()
         .iter()
@@ -124,5 +136,8 @@ fn a_compacted_session_resumes_with_byte_identical_requests_and_replays_strictly
         replayed += compactions(&seen).len();
     }
     assert_eq!(full.user_inputs().len(), 2);
-    assert_eq!(replayed, compactions(&seen_a).len() + compactions(&seen_two).len());
+    assert_eq!(
+        replayed,
+        compactions(&seen_a).len() + compactions(&seen_two).len()
+    );
 }

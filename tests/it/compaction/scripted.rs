@@ -24,7 +24,10 @@ fn three_hundred_rounds_in_a_16k_window_compact_and_never_exceed_the_window() {
         }
         let n = counter.fetch_add(1, Ordering::SeqCst);
         if n < 300 {
-            ScriptedTurn::tool_call("echo", json!({"text": format!("round {n}: {}", "x".repeat(600))}))
+            ScriptedTurn::tool_call(
+                "echo",
+                json!({"text": format!("round {n}: {}", "x".repeat(600))}),
+            )
         } else {
             ScriptedTurn::text("all 300 rounds done")
         }
@@ -37,7 +40,10 @@ fn three_hundred_rounds_in_a_16k_window_compact_and_never_exceed_the_window() {
     let done = compactions(&seen);
     assert!(done.len() >= 5, "{} compactions", done.len());
     assert!(done.iter().all(|c| c.reason == CompactionReason::Threshold));
-    assert!(done.iter().all(|c| c.tokens_after < c.tokens_before && c.turns_summarised > 0));
+    assert!(
+        done.iter()
+            .all(|c| c.tokens_after < c.tokens_before && c.turns_summarised > 0)
+    );
     let requests = model.requests();
     assert_eq!(rounds.load(Ordering::SeqCst), 301);
     for (i, request) in requests.iter().enumerate() {
@@ -47,7 +53,10 @@ fn three_hundred_rounds_in_a_16k_window_compact_and_never_exceed_the_window() {
             assert_calls_answered(request, &format!("request {i}"));
         }
     }
-    assert_eq!(first_requests_after_compactions(&requests).len(), done.len());
+    assert_eq!(
+        first_requests_after_compactions(&requests).len(),
+        done.len()
+    );
     assert_eq!(session.history().check_tool_results(), Ok(()));
 }
 
@@ -63,7 +72,9 @@ fn every_constraint_survives_every_compaction() {
     std::fs::write(dir.path().join("AGENTS.md"), format!("# Rules\n{doc}")).unwrap();
     let first = format!(
         "Work through 120 echo rounds. Constraints:\n{}",
-        (8..=13).map(|n| format!("- {}\n", rule(n))).collect::<String>()
+        (8..=13)
+            .map(|n| format!("- {}\n", rule(n)))
+            .collect::<String>()
     );
     let session_slot: Arc<OnceLock<Weak<Session>>> = Arc::new(OnceLock::new());
     let slot = session_slot.clone();
@@ -80,7 +91,10 @@ fn every_constraint_survives_every_compaction() {
             }
         }
         if n < 120 {
-            ScriptedTurn::tool_call("echo", json!({"text": format!("round {n}: {}", "y".repeat(500))}))
+            ScriptedTurn::tool_call(
+                "echo",
+                json!({"text": format!("round {n}: {}", "y".repeat(500))}),
+            )
         } else {
             ScriptedTurn::text("done")
         }
@@ -100,11 +114,17 @@ fn every_constraint_survives_every_compaction() {
         let sent = request_text(&requests[next]);
         let input = summary_input(&requests[summary_at]);
         for n in 1..=13 {
-            assert!(sent.contains(&rule(n)), "{} missing after compaction at request {summary_at}", rule(n));
+            assert!(
+                sent.contains(&rule(n)),
+                "{} missing after compaction at request {summary_at}",
+                rule(n)
+            );
         }
         assert!(sent.contains(&first), "the first message is verbatim");
         for n in 14..=20 {
-            let steered_before = requests[..summary_at].iter().any(|r| request_text(r).contains(&rule(n)));
+            let steered_before = requests[..summary_at]
+                .iter()
+                .any(|r| request_text(r).contains(&rule(n)));
             if steered_before {
                 assert!(
                     sent.contains(&rule(n)) || input.contains(&rule(n)),
@@ -132,7 +152,11 @@ fn completed_steps_are_never_repeated_after_compaction() {
         };
         let signature = format!("step {}", Value::Object(args.clone()));
         log.lock().unwrap().push(signature);
-        Ok(ToolOutput::text(format!("ok: {} written\n{}", args["name"], "z".repeat(1_500))))
+        Ok(ToolOutput::text(format!(
+            "ok: {} written\n{}",
+            args["name"],
+            "z".repeat(1_500)
+        )))
     });
     let summary_inputs: Arc<Mutex<Vec<String>>> = Arc::default();
     let inputs = summary_inputs.clone();
@@ -168,20 +192,30 @@ fn completed_steps_are_never_repeated_after_compaction() {
     assert!(compactions(&seen).len() >= 2);
     let executed = executed.lock().unwrap().clone();
     let unique: HashSet<&String> = executed.iter().collect();
-    assert_eq!(unique.len(), executed.len(), "a completed step ran again: {executed:?}");
+    assert_eq!(
+        unique.len(),
+        executed.len(),
+        "a completed step ran again: {executed:?}"
+    );
     assert_eq!(executed.len(), STEPS);
     for input in summary_inputs.lock().unwrap().iter() {
         assert!(input.contains("# Completed actions"), "{input}");
         assert!(input.contains("`step` {\"name\":\"step-"), "{input}");
-        assert!(input.contains("-> succeeded: ok: \"step-"), "actions with their outcome");
+        assert!(
+            input.contains("-> succeeded: ok: \"step-"),
+            "actions with their outcome"
+        );
     }
 }
 
 /// Whether a summary in `text` lists step `n` as done.
 fn summary_lists(text: &str, n: usize) -> bool {
-    text.lines().filter_map(|l| l.split("done-steps: ").nth(1)).any(|list| {
-        list.split(',').any(|s| s.trim().parse::<usize>().ok() == Some(n))
-    })
+    text.lines()
+        .filter_map(|l| l.split("done-steps: ").nth(1))
+        .any(|list| {
+            list.split(',')
+                .any(|s| s.trim().parse::<usize>().ok() == Some(n))
+        })
 }
 
 /// A transcript whose history holds `rounds` tool rounds of `bytes`-byte outputs.
@@ -231,7 +265,10 @@ fn tool_outputs_three_times_the_window_still_compact_by_cutting_them_middle_out(
     assert!(estimate_request_tokens(summary) <= 16_000);
     let input = summary_input(summary);
     assert!(input.contains("bytes cut from the middle"));
-    assert!(input.contains("part 0 begins") && input.contains("part 0 ends"), "head and tail kept");
+    assert!(
+        input.contains("part 0 begins") && input.contains("part 0 ends"),
+        "head and tail kept"
+    );
     for request in &requests {
         assert!(estimate_request_tokens(request) <= 16_000);
     }
@@ -246,9 +283,17 @@ fn a_history_too_large_even_cut_drops_the_oldest_turns_with_a_marker() {
     let summary = requests.iter().find(|r| is_summary_request(r)).unwrap();
     assert!(estimate_request_tokens(summary) <= 16_000);
     let input = summary_input(summary);
-    assert!(input.contains("did not fit this request and were left out"), "the marker");
-    let newest = (0..1_500).rev().find(|i| input.contains(&format!("part {i} begins")));
-    assert!(newest > Some(1_400), "the newest summarised turns are kept: {newest:?}");
+    assert!(
+        input.contains("did not fit this request and were left out"),
+        "the marker"
+    );
+    let newest = (0..1_500)
+        .rev()
+        .find(|i| input.contains(&format!("part {i} begins")));
+    assert!(
+        newest > Some(1_400),
+        "the newest summarised turns are kept: {newest:?}"
+    );
     assert!(!input.contains("part 0 begins"), "the oldest were dropped");
     for request in &requests {
         assert!(estimate_request_tokens(request) <= 16_000);

@@ -23,7 +23,10 @@ fn a_subagent_compacts_its_history_and_the_parent_sees_it() {
         if user_texts(request).iter().any(|t| t.contains("CHILD-TASK")) {
             let n = child.fetch_add(1, Ordering::SeqCst);
             return if n < 40 {
-                ScriptedTurn::tool_call("echo", json!({"text": format!("child round {n}: {}", "c".repeat(600))}))
+                ScriptedTurn::tool_call(
+                    "echo",
+                    json!({"text": format!("child round {n}: {}", "c".repeat(600))}),
+                )
             } else {
                 ScriptedTurn::text("child done")
             };
