@@ -89,6 +89,12 @@ impl Worker {
         }
         let mut turns = lock(&self.shared.history).turns().to_vec();
         let fixed = self.compaction.account.fixed_tokens();
+        // The budgets share what the system prompt and tools leave, so that a compaction
+        // ends well under the threshold instead of compacting again on the next round.
+        let room = limits.threshold.saturating_sub(fixed);
+        limits.recent = limits.recent.min(room * 3 / 10);
+        limits.users = limits.users.min(room / 5);
+        limits.summary_output = limits.summary_output.min(room / 6).max(64);
         let prompt = self
             .config
             .compaction
