@@ -18,6 +18,8 @@ const MIN_OUTPUT_BYTES: usize = 256;
 const MAX_ARGUMENT_BYTES: usize = 400;
 /// Outcome excerpts in the completed-actions list.
 const MAX_OUTCOME_BYTES: usize = 160;
+/// Lines of the mechanical record of actions.
+const MAX_RECORD_LINE_BYTES: usize = 160;
 /// Tokens kept free in the compaction request besides the summary's output limit.
 const REQUEST_MARGIN: usize = 512;
 /// Loop-detection warnings are the library's, not the user's: summarised, not kept.
@@ -153,7 +155,8 @@ impl CompactionPlan {
     /// The summary used when the model's is rejected or cannot be made: the previous
     /// summary and the newest completed actions, within `max_tokens`.
     pub(crate) fn mechanical_summary(&self, why: &str, max_tokens: usize) -> String {
-        let budget = max_tokens * BYTES_PER_TOKEN;
+        // Never larger than half of what it replaces: the record must shrink the history.
+        let budget = max_tokens.min(self.replaced_tokens / 2) * BYTES_PER_TOKEN;
         let mut out = format!(
             "No model-written summary is available for {} earlier turns ({why}); they were \
              dropped. What is known:\n",
@@ -171,11 +174,12 @@ impl CompactionPlan {
         let mut kept = Vec::new();
         let mut used = 0;
         for line in self.actions.iter().rev() {
+            let line = middle_out(line, MAX_RECORD_LINE_BYTES);
             if used + line.len() + 1 > room {
                 break;
             }
             used += line.len() + 1;
-            kept.push(line.as_str());
+            kept.push(line);
         }
         if kept.len() < self.actions.len() {
             let _ = writeln!(

@@ -6,8 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::session::compaction::CompactionConfig;
 use agentloop::session::compaction::estimate_request_tokens;
-use agentloop::session::{CompactionFallback, CompactionReason, Session, StopReason};
+use agentloop::session::{
+    CompactionFallback, CompactionReason, EventKind, Session, SessionConfig, StopReason,
+};
 use agentloop::tools::{ToolInput, ToolOutput};
 use serde_json::{Value, json};
 
@@ -298,4 +301,107 @@ fn a_history_too_large_even_cut_drops_the_oldest_turns_with_a_marker() {
     for request in &requests {
         assert!(estimate_request_tokens(request) <= 16_000);
     }
+}
+
+/// A session that ran `rounds` echo rounds with a 200-byte payload in a large window.
+fn ran_rounds(
+    rounds: usize,
+    compaction: CompactionConfig,
+    summary: impl Fn(&str) -> String + Send + Sync + 'static,
+) -> (Session, agentloop::session::Events, ScriptedModel) {
+    let counter = AtomicUsize::new(0);
+    let model = ScriptedModel::dynamic(move |request| {
+        if is_summary_request(request) {
+            return ScriptedTurn::text(summary(&summary_input(request)));
+        }
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        if n < rounds {
+            ScriptedTurn::tool_call(
+                "echo",
+                json!({"text": format!("step-{n} {}", "p".repeat(200))}),
+            )
+        } else {
+            ScriptedTurn::text("finished")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let env = Arc::new(DirEnv::new(dir.path()));
+    let client = crate::support::client_for(model.clone());
+    let config = SessionConfig::default()
+        .with_loop_detection(false)
+        .with_compaction(compaction.with_recent_tokens(100));
+    let session = Session::new(profile(), env, client, config).unwrap();
+    let mut events = session.events();
+    session.submit("do the steps").unwrap();
+    assert_eq!(
+        stop_reason(&collect_input(&mut events)),
+        StopReason::Completed
+    );
+    (session, events, model)
+}
+
+#[test]
+fn compact_on_demand_summarises_and_the_hook_sees_and_replaces_the_summary() {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = seen.clone();
+    let hook = CompactionConfig::default().with_summary_hook(move |proposed| {
+        log.lock().unwrap().push(proposed.summary.clone());
+        assert_eq!(proposed.reason, CompactionReason::Manual);
+        assert!(proposed.input.contains("# Completed actions"));
+        Some(format!("{}\n(reviewed by the host)", proposed.summary))
+    });
+    let (session, mut events, model) = ran_rounds(12, hook, summarise);
+    assert_eq!(model.request_count(), 13, "no compaction in a 200k window");
+    session.compact().unwrap();
+    let done = compactions(&collect_until(&mut events, |e| {
+        matches!(e.kind, EventKind::ContextCompactionEnd { .. })
+    }));
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].reason, CompactionReason::Manual);
+    assert!(done[0].turns_summarised > 0);
+    assert!(done[0].summary.ends_with("(reviewed by the host)"));
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "the hook saw the proposal once"
+    );
+    let history = session.history();
+    let summary = history
+        .turns()
+        .iter()
+        .find_map(|t| match t {
+            agentloop::session::Turn::Summary(s) => Some(s.content.clone()),
+            _ => None,
+        })
+        .expect("a summary turn");
+    assert!(
+        summary.starts_with("[Context compaction]"),
+        "the model is told plainly"
+    );
+    assert!(summary.contains("(reviewed by the host)"));
+    assert_eq!(history.check_tool_results(), Ok(()));
+}
+
+#[test]
+fn a_summary_larger_than_what_it_replaces_is_rejected_for_a_record_of_the_actions() {
+    let (session, mut events, _model) = ran_rounds(12, CompactionConfig::default(), |_| {
+        "padding ".repeat(20_000)
+    });
+    session.compact().unwrap();
+    let seen = collect_until(&mut events, |e| {
+        matches!(e.kind, EventKind::ContextCompactionEnd { .. })
+    });
+    let warned = seen.iter().any(|e| {
+        matches!(&e.kind, EventKind::Warning { code, message } if code == "compaction" && message.contains("rejected"))
+    });
+    assert!(warned, "{:?}", names(&seen));
+    let done = compactions(&seen);
+    assert_eq!(done[0].fallback, CompactionFallback::Dropped);
+    assert!(!done[0].summary.contains("padding"));
+    assert!(
+        done[0].summary.contains("`echo`"),
+        "the completed actions: {}",
+        done[0].summary
+    );
+    assert!(done[0].tokens_after < done[0].tokens_before);
 }
