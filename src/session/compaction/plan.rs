@@ -28,12 +28,22 @@ const LOOP_WARNING_PREFIX: &str = "Loop detected:";
 /// What a compaction of a history would do, computed without calling the model.
 ///
 /// ```
+/// use agentloop::llm::{ToolCall, ToolResult};
 /// use agentloop::session::Turn;
 /// use agentloop::session::compaction::{CompactionLimits, CompactionPlan};
+/// use serde_json::json;
 ///
-/// let turns: Vec<Turn> = (0..50).map(|i| Turn::user(format!("message {i} {}", "x".repeat(400)))).collect();
+/// let mut turns = vec![Turn::user("list the files, forty times")];
+/// for i in 0..40 {
+///     let call = ToolCall::new(format!("call_{i}"), "shell", json!({"command": "ls"}));
+///     let assistant = json!({"type": "assistant", "content": "", "tool_calls": [call],
+///                            "timestamp": "2026-01-01T00:00:00.000Z"});
+///     turns.push(serde_json::from_value(assistant).unwrap());
+///     turns.push(Turn::tool_results(vec![ToolResult::for_call(&call, "x".repeat(400), false)]));
+/// }
 /// let plan = CompactionPlan::new(&turns, &CompactionLimits::for_window(4_000), 0).unwrap();
 /// assert!(plan.turns_summarised() > 0);
+/// assert!(plan.input().contains("# Completed actions"));
 /// ```
 #[derive(Debug, Clone)]
 pub struct CompactionPlan {
@@ -65,7 +75,7 @@ struct Piece {
 impl CompactionPlan {
     /// Plans a compaction of `turns` under `limits`; `prompt_tokens` is the estimate of the
     /// compaction request's instructions. `None` when nothing before the recent turns can
-    /// be summarised.
+    /// be summarised (user messages alone are never summarised).
     pub fn new(
         turns: &[Turn],
         limits: &CompactionLimits,
@@ -77,6 +87,7 @@ impl CompactionPlan {
         let mut prior_summarised = 0;
         let mut replaced_tokens = 0;
         let mut turns_summarised = 0;
+        let mut work = false;
         let mut names: HashMap<&str, (&str, String)> = HashMap::new();
         let mut pieces = Vec::new();
         for (index, turn) in turns[..cut].iter().enumerate() {
@@ -90,9 +101,14 @@ impl CompactionPlan {
                 continue;
             }
             turns_summarised += 1;
+            work |= matches!(
+                turn,
+                Turn::Assistant(_) | Turn::ToolResults(_) | Turn::System(_)
+            );
             render(turn, &mut names, &mut pieces);
         }
-        if turns_summarised == 0 {
+        // Summarising only the user's own messages would restate them, less faithfully.
+        if !work {
             return None;
         }
         let budget = limits

@@ -121,44 +121,17 @@ impl Worker {
         if let Some(plan) = &plan {
             fallback = plan.fallback();
             turns_summarised = plan.turns_summarised();
-            let request = self.summary_request(plan, prompt, &limits);
-            let summary = match self
-                .config
-                .compaction
-                .summariser
-                .as_ref()
-                .and_then(|f| f(&request))
-            {
-                Some(text) => Summary::Text(text),
-                None => {
-                    let answer = self.ask_model(&request, cancel);
-                    if let Summary::Text(text) = &answer {
-                        model_call = Some((request, text.clone()));
-                    }
-                    answer
-                }
+            let Some(obtained) =
+                self.obtain_summary(plan, prompt, &limits, reason, tokens_before, cancel)
+            else {
+                self.end_compaction(reason, tokens_before, 0, fallback, String::new());
+                return false;
             };
-            let summary = match summary {
-                Summary::Cancelled => {
-                    self.end_compaction(reason, tokens_before, 0, fallback, String::new());
-                    return false;
-                }
-                Summary::Text(text) if !text.trim().is_empty() => text,
-                Summary::Text(_) => self.rejected(plan, "the model's summary was empty", &limits),
-                Summary::Failed(why) => self.rejected(plan, &why, &limits),
-            };
-            let proposed = ProposedSummary {
-                reason,
-                summary,
-                input: plan.input().to_string(),
-                turns_summarised,
-                tokens_before,
-            };
-            let accepted = self.accept_summary(&proposed, plan, &limits);
-            if accepted.mechanical {
+            if obtained.mechanical {
                 fallback = CompactionFallback::Dropped;
             }
-            summary_text = accepted.text;
+            summary_text = obtained.text;
+            model_call = obtained.call;
             turns = plan.compacted(&turns, summary_content(&summary_text));
             let summary_at = turns
                 .iter()
@@ -193,6 +166,61 @@ impl Worker {
             summary_text,
         );
         true
+    }
+
+    /// The summary for `plan`: the host's summariser's or the model's, then the host's
+    /// hook and the guards ([`accept_summary`](Self::accept_summary)); a mechanical record
+    /// when it cannot be made. `None` when the input was cancelled meanwhile.
+    fn obtain_summary(
+        &self,
+        plan: &CompactionPlan,
+        prompt: &str,
+        limits: &CompactionLimits,
+        reason: CompactionReason,
+        tokens_before: usize,
+        cancel: &CancelToken,
+    ) -> Option<Obtained> {
+        let request = self.summary_request(plan, prompt, limits);
+        let mut call = None;
+        let summary = match self
+            .config
+            .compaction
+            .summariser
+            .as_ref()
+            .and_then(|f| f(&request))
+        {
+            Some(text) => Summary::Text(text),
+            None => {
+                let answer = self.ask_model(&request, cancel);
+                if let Summary::Text(text) = &answer {
+                    call = Some((request, text.clone()));
+                }
+                answer
+            }
+        };
+        let (summary, mut mechanical) = match summary {
+            Summary::Cancelled => return None,
+            Summary::Text(text) if !text.trim().is_empty() => (text, false),
+            Summary::Text(_) => (
+                self.rejected(plan, "the model's summary was empty", limits),
+                true,
+            ),
+            Summary::Failed(why) => (self.rejected(plan, &why, limits), true),
+        };
+        let proposed = ProposedSummary {
+            reason,
+            summary,
+            input: plan.input().to_string(),
+            turns_summarised: plan.turns_summarised(),
+            tokens_before,
+        };
+        let accepted = self.accept_summary(&proposed, plan, limits);
+        mechanical |= accepted.mechanical;
+        Some(Obtained {
+            text: accepted.text,
+            mechanical,
+            call,
+        })
     }
 
     /// The compaction request for `plan`: our instructions (or the configured ones) and
@@ -320,6 +348,13 @@ impl Worker {
 struct Accepted {
     text: String,
     mechanical: bool,
+}
+
+/// A summary ready for the history, and the model call that made it (for the transcript).
+struct Obtained {
+    text: String,
+    mechanical: bool,
+    call: Option<(Request, String)>,
 }
 
 impl CompactionFallback {
