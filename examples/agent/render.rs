@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use agentloop::session::{CompactionFallback, EventKind, SessionEvent, StopReason};
+use agentloop::session::compaction::CompactionFallback;
+use agentloop::session::{EventKind, SessionEvent, StopReason};
 use serde_json::Value;
 
 /// Where events go.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use agentloop::llm::{ToolCall, ToolDefinition, ToolResult, Usage};
 use agentloop::session::Turn;
-use agentloop::session::compaction::{CompactionLimits, CompactionPlan, TokenAccount};
+use agentloop::unstable::{CompactionLimits, CompactionPlan, TokenAccount};
 use serde_json::json;
 
 use crate::Row;

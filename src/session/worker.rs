@@ -17,8 +17,9 @@ use std::time::SystemTime;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::compaction::CompactionReason;
-use super::compaction::run::{CompactionState, overflow_after_compaction};
-use super::events::{CloseReason, EventKind, EventSink, SessionState, StopReason};
+use super::compaction::run::CompactionState;
+use super::delivery::EventSink;
+use super::events::{CloseReason, EventKind, SessionState, StopReason};
 use super::history::{AssistantTurn, History, Turn};
 use super::loop_detection::LoopDetector;
 use super::tool_round::{ToolRound, cancelled_text};
@@ -32,7 +33,7 @@ use crate::llm::{
     ToolDefinition, ToolResult, Usage,
 };
 use crate::profiles::ProviderProfile;
-use crate::subagent::Subagents;
+use crate::session::subagents::Subagents;
 
 /// What the host sends the worker through the inbox.
 pub(crate) enum Input {
@@ -92,7 +93,7 @@ pub(crate) struct Worker {
     pub(crate) shared: Arc<Shared>,
     pub(crate) events: EventSink,
     /// This session's children (spawn_agent and friends).
-    pub(crate) subagents: Subagents,
+    pub(crate) subagents: Arc<Subagents>,
     pub(crate) inbox: Receiver<Input>,
     pub(crate) abort: CancelToken,
     pub(crate) loop_detector: LoopDetector,
@@ -307,32 +308,15 @@ impl Worker {
             let response = match self.stream_round(&request, &cancel) {
                 RoundEnd::Response(response) => response,
                 RoundEnd::Cancelled => break self.cancelled_stop(),
-                RoundEnd::Failed(error)
-                    if error.kind() == ErrorKind::ContextLength
-                        && !overflow_retried
-                        && self.compaction.limits.is_some() =>
-                {
-                    overflow_retried = true;
-                    drop(request);
-                    if self.compact(CompactionReason::Overflow, &cancel) {
-                        continue;
-                    }
-                    end.fatal = self.report_error(&error);
-                    end.error = Some(error);
-                    break StopReason::Error;
-                }
-                RoundEnd::Failed(error)
-                    if overflow_retried && error.kind() == ErrorKind::ContextLength =>
-                {
-                    let error = overflow_after_compaction(&error);
-                    end.fatal = self.report_error(&error);
-                    end.error = Some(error);
-                    break StopReason::Error;
-                }
                 RoundEnd::Failed(error) => {
-                    end.fatal = self.report_error(&error);
-                    end.error = Some(error);
-                    break StopReason::Error;
+                    match self.recover_from_overflow(error, &mut overflow_retried, &cancel) {
+                        Ok(()) => continue,
+                        Err(error) => {
+                            end.fatal = self.report_error(&error);
+                            end.error = Some(error);
+                            break StopReason::Error;
+                        }
+                    }
                 }
             };
             drop(request);
@@ -394,7 +378,6 @@ impl Worker {
             cancel,
             abort: &self.abort,
             short_id: &self.short_id,
-            subagents: &self.subagents,
         }
     }
 

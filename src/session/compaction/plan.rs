@@ -8,8 +8,9 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use super::CompactionFallback;
+use super::account::{BYTES_PER_TOKEN, CompactionLimits, estimate_turn_tokens};
 use super::prompt::{ACTIONS_HEADING, CONVERSATION_HEADING, PREVIOUS_SUMMARY_HEADING, summary_of};
-use super::{BYTES_PER_TOKEN, CompactionFallback, CompactionLimits, estimate_turn_tokens};
 use crate::session::history::{SummaryTurn, Turn};
 
 /// Tool outputs are never cut below this many bytes before turns are dropped.

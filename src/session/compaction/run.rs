@@ -5,12 +5,11 @@
 //!
 //! Runs on the worker thread between model calls; never while a tool runs.
 
+use super::account::{BYTES_PER_TOKEN, CompactionLimits, TokenAccount, estimate_turn_tokens};
+use super::plan::CompactionPlan;
 use super::plan::shrink_outputs;
 use super::prompt::{SUMMARY_PROMPT, summary_content};
-use super::{
-    BYTES_PER_TOKEN, CompactionFallback, CompactionLimits, CompactionPlan, CompactionReason,
-    ProposedSummary, TokenAccount, estimate_turn_tokens,
-};
+use super::{CompactionFallback, CompactionReason, ProposedSummary};
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind};
 use crate::llm::{Message, Request};
@@ -63,6 +62,29 @@ impl Worker {
             return false;
         }
         self.compact(CompactionReason::Threshold, cancel)
+    }
+
+    /// After a failed model call: a context overflow is compacted away once (`Ok`: retry
+    /// the call); any other error, a second overflow (as a typed error) or an overflow
+    /// nothing could be compacted for is returned.
+    pub(crate) fn recover_from_overflow(
+        &mut self,
+        error: Error,
+        retried: &mut bool,
+        cancel: &CancelToken,
+    ) -> Result<(), Error> {
+        if error.kind() != ErrorKind::ContextLength || self.compaction.limits.is_none() {
+            return Err(error);
+        }
+        if *retried {
+            return Err(overflow_after_compaction(&error));
+        }
+        *retried = true;
+        if self.compact(CompactionReason::Overflow, cancel) {
+            Ok(())
+        } else {
+            Err(error)
+        }
     }
 
     /// Compacts the history now (unless the per-input bound is reached); returns whether
@@ -374,7 +396,7 @@ impl CompactionFallback {
 }
 
 /// The typed error of a request that overflows again right after a compaction.
-pub(crate) fn overflow_after_compaction(error: &Error) -> Error {
+fn overflow_after_compaction(error: &Error) -> Error {
     Error::new(
         ErrorKind::ContextLength,
         format!(

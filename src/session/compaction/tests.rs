@@ -1,8 +1,12 @@
 //! Unit tests of the accounting and the plan.
 
-use super::*;
+use super::account::*;
+use super::plan::CompactionPlan;
+use super::{plan, prompt};
+use crate::llm::Usage;
 use crate::llm::{ToolCall, ToolResult};
 use crate::session::history::AssistantTurn;
+use crate::session::history::Turn;
 
 fn call_turn(n: usize) -> Turn {
     let call = ToolCall::new(format!("c{n}"), "echo", serde_json::json!({"n": n}));

@@ -3,7 +3,7 @@
 //! provider shape, resume and replay of a compacted session.
 //!
 //! "Size" of a request is the library's own estimate,
-//! [`estimate_request_tokens`](agentloop::session::compaction::estimate_request_tokens):
+//! `agentloop::unstable::estimate_request_tokens`:
 //! a quarter of the bytes of every message's text, tool calls and results, plus 4 per
 //! message, plus a quarter of the tool definitions' bytes. The session keeps that under
 //! `window − reserve`; the tests assert it stays under the window for every request.
@@ -22,11 +22,8 @@ use std::time::{Duration, Instant};
 use agentloop::llm::scripted::ScriptedModel;
 use agentloop::llm::{ContentPart, Request, Role};
 use agentloop::profiles::ProviderProfile;
-use agentloop::session::compaction::CompactionConfig;
-use agentloop::session::{
-    CompactionFallback, CompactionReason, EventKind, Events, RecvError, Session, SessionConfig,
-    SessionEvent,
-};
+use agentloop::session::compaction::{CompactionConfig, CompactionFallback, CompactionReason};
+use agentloop::session::{EventKind, Events, RecvError, Session, SessionConfig, SessionEvent};
 
 use crate::session_support::{DirEnv, echo_tool, names};
 

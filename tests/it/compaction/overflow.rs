@@ -8,7 +8,8 @@ use std::sync::Arc;
 use agentloop::ErrorKind;
 use agentloop::llm::Client;
 use agentloop::profiles::ProviderProfile;
-use agentloop::session::{CompactionReason, Session, SessionConfig, StopReason};
+use agentloop::session::compaction::CompactionReason;
+use agentloop::session::{Session, SessionConfig, StopReason};
 use serde_json::{Value, json};
 
 use super::{collect_input, compactions};

@@ -7,11 +7,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::session::compaction::CompactionConfig;
-use agentloop::session::compaction::estimate_request_tokens;
-use agentloop::session::{
-    CompactionFallback, CompactionReason, EventKind, Session, SessionConfig, StopReason,
-};
+use agentloop::session::{EventKind, Session, SessionConfig, StopReason};
 use agentloop::tools::{ToolInput, ToolOutput};
+use agentloop::unstable::estimate_request_tokens;
 use serde_json::{Value, json};
 
 use super::*;

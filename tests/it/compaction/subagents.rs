@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
-use agentloop::session::compaction::estimate_request_tokens;
 use agentloop::session::{EventKind, Session, StopReason};
+use agentloop::unstable::estimate_request_tokens;
 use serde_json::json;
 
 use super::*;
@@ -38,7 +38,7 @@ fn a_subagent_compacts_its_history_and_the_parent_sees_it() {
         }
     });
     let mut profile = profile();
-    for tool in agentloop::subagent::tools() {
+    for tool in agentloop::tools::subagent_tools() {
         profile = profile.with_tool(tool);
     }
     let dir = tempfile::tempdir().unwrap();
