@@ -25,7 +25,7 @@ use agentloop::profiles::ProviderProfile;
 use agentloop::session::compaction::{CompactionConfig, CompactionFallback, CompactionReason};
 use agentloop::session::{EventKind, Events, RecvError, Session, SessionConfig, SessionEvent};
 
-use crate::session_support::{DirEnv, echo_tool, names};
+use crate::support::session::{DirEnv, echo_tool, names};
 
 /// A generous ceiling for a long scripted session on a loaded machine (not a speed target).
 pub const LONG: Duration = Duration::from_secs(180);

@@ -13,7 +13,7 @@ use agentloop::session::{Session, SessionConfig, StopReason};
 use serde_json::{Value, json};
 
 use super::{collect_input, compactions};
-use crate::session_support::{DirEnv, echo_tool, stop_reason};
+use crate::support::session::{DirEnv, echo_tool, stop_reason};
 use crate::support::server::{Reply, Server};
 use crate::support::{conformance, providers, turns};
 

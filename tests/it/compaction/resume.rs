@@ -10,7 +10,7 @@ use agentloop::session::{Session, StopReason};
 use serde_json::json;
 
 use super::*;
-use crate::session_support::{DirEnv, stop_reason};
+use crate::support::session::{DirEnv, stop_reason};
 
 /// Phase one: 40 echo rounds; phase two (its input says "phase two"): 3 more. Call ids are
 /// explicit, so two instances of this model answer alike.

@@ -13,7 +13,7 @@ use agentloop::unstable::estimate_request_tokens;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::session_support::{DirEnv, stop_reason, tool};
+use crate::support::session::{DirEnv, stop_reason, tool};
 
 #[test]
 fn three_hundred_rounds_in_a_16k_window_compact_and_never_exceed_the_window() {

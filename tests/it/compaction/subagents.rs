@@ -9,7 +9,7 @@ use agentloop::unstable::estimate_request_tokens;
 use serde_json::json;
 
 use super::*;
-use crate::session_support::{DirEnv, stop_reason, user_texts};
+use crate::support::session::{DirEnv, stop_reason, user_texts};
 
 #[test]
 fn a_subagent_compacts_its_history_and_the_parent_sees_it() {
