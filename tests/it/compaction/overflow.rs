@@ -13,8 +13,8 @@ use agentloop::session::{Session, SessionConfig, StopReason};
 use serde_json::{Value, json};
 
 use super::{collect_input, compactions};
-use crate::support::session::{DirEnv, echo_tool, stop_reason};
 use crate::support::server::{Reply, Server};
+use crate::support::session::{DirEnv, echo_tool, stop_reason};
 use crate::support::{conformance, providers, turns};
 
 /// The overflow captures and the llama.cpp one recorded earlier, with their formats.
