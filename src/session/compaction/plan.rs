@@ -31,7 +31,7 @@ const LOOP_WARNING_PREFIX: &str = "Loop detected:";
 /// ```
 /// use agentloop::llm::{ToolCall, ToolResult};
 /// use agentloop::session::Turn;
-/// use agentloop::session::compaction::{CompactionLimits, CompactionPlan};
+/// use agentloop::unstable::{CompactionLimits, CompactionPlan};
 /// use serde_json::json;
 ///
 /// let mut turns = vec![Turn::user("list the files, forty times")];
