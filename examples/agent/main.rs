@@ -14,6 +14,7 @@
 
 mod args;
 mod demo;
+mod mcp;
 mod render;
 mod setup;
 mod signals;
@@ -130,6 +131,15 @@ fn run() -> i32 {
         }
     };
     let mut events = session.events();
+    for line in mcp::header(&session) {
+        let shown = match &mut output {
+            Output::Human(human) => human.line(&line),
+            Output::Json => writeln!(io::stderr(), "{line}"),
+        };
+        if shown.is_err() {
+            return EXIT_ERROR;
+        }
+    }
     let control = Arc::new(Control {
         one_shot: prompt.is_some(),
         ..Control::default()
@@ -216,6 +226,13 @@ fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<S
     }
     if let Some(path) = &options.transcript {
         config = config.with_transcript(path);
+    }
+    if let Some(path) = &options.mcp_config {
+        for server in mcp::servers(path, &setup.cwd)
+            .map_err(|e| agentloop::Error::new(agentloop::ErrorKind::Configuration, e))?
+        {
+            config = config.with_mcp_server(server);
+        }
     }
     let (mut profile, client) = (setup.profile.clone(), setup.client.clone());
     if let Some(tokens) = options.context_window {

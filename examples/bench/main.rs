@@ -13,6 +13,7 @@ mod e2e;
 mod exec;
 mod grep;
 mod loop_;
+mod mcp;
 mod prompt;
 mod size;
 mod sse;
@@ -59,6 +60,7 @@ const SECTIONS: &[Section] = &[
     ("size", size::run),
     ("transcript", transcript::run),
     ("compaction", compaction::run),
+    ("mcp", mcp::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::approval::{Approval, ApprovalHook};
 use super::compaction::CompactionConfig;
 use crate::llm::ToolCall;
+use crate::mcp::McpServer;
 
 /// How a session behaves. Build with `SessionConfig::default()` and the `with_*` methods,
 /// or set the public fields.
@@ -81,6 +82,9 @@ pub struct SessionConfig {
     /// How the history is compacted when it nears the model's context window (on by
     /// default; see [`compaction`](crate::session::compaction)).
     pub compaction: CompactionConfig,
+    /// MCP servers whose tools the session offers (see [`mcp`](crate::mcp)). Started in
+    /// parallel when the session starts; ended with it.
+    pub mcp_servers: Vec<McpServer>,
 }
 
 impl Default for SessionConfig {
@@ -102,6 +106,7 @@ impl Default for SessionConfig {
             transcript_path: None,
             transcript_events: false,
             compaction: CompactionConfig::default(),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -125,6 +130,7 @@ impl fmt::Debug for SessionConfig {
             .field("transcript_path", &self.transcript_path)
             .field("transcript_events", &self.transcript_events)
             .field("compaction", &self.compaction)
+            .field("mcp_servers", &self.mcp_servers)
             .finish()
     }
 }
@@ -216,6 +222,12 @@ impl SessionConfig {
     /// Writes the session's transcript to `path` (see `transcript_path`).
     pub fn with_transcript(mut self, path: impl Into<PathBuf>) -> SessionConfig {
         self.transcript_path = Some(path.into());
+        self
+    }
+
+    /// Adds an MCP server (see [`mcp_servers`](Self::mcp_servers)).
+    pub fn with_mcp_server(mut self, server: McpServer) -> SessionConfig {
+        self.mcp_servers.push(server);
         self
     }
 

@@ -250,6 +250,7 @@ pub enum EventKind {
         /// (a compaction summary was rejected or could not be made, a compaction left the
         /// history above the threshold, or the per-input bound stopped compacting),
         /// `"context_length"` (the provider rejected the request as too long) or
+        /// `"mcp"` (an MCP server failed to start or to re-list its tools), or
         /// `"transcript"` (writing the transcript failed, or resuming it found something to
         /// report).
         code: String,
