@@ -15,6 +15,7 @@ mod grep;
 mod loop_;
 mod mcp;
 mod prompt;
+mod remote;
 mod size;
 mod sse;
 mod subagents;
@@ -28,6 +29,9 @@ mod transcript;
 mod server;
 #[path = "../../tests/it/session_sse.rs"]
 mod session_sse;
+// The private loopback sshd of the integration tests, for the `remote` section.
+#[path = "../../tests/it/support/sshd.rs"]
+mod sshd;
 
 /// One row of the table.
 pub struct Row {
@@ -61,6 +65,7 @@ const SECTIONS: &[Section] = &[
     ("transcript", transcript::run),
     ("compaction", compaction::run),
     ("mcp", mcp::run),
+    ("remote", remote::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.
