@@ -37,6 +37,8 @@ OPTIONS:
     --max-turns N           stop after N model calls in the whole session (0 = no limit)
     --max-rounds N          stop an input after N tool rounds (0 = no limit)
     --reasoning-effort E    low | medium | high (or a provider's own value)
+    --context-window TOKENS the model's context window (default: the model's own); the
+                            history is compacted before it fills
     --timeout-ms MS         default timeout of shell commands (default 10000)
     --approve MODE          auto: run every tool call (default)
                             ask: ask on the terminal before each shell command or write
@@ -147,6 +149,8 @@ pub struct Options {
     pub max_turns: usize,
     pub max_rounds: usize,
     pub reasoning_effort: Option<String>,
+    /// `--context-window`: overrides the model's context window.
+    pub context_window: Option<usize>,
     pub timeout_ms: Option<u64>,
     pub approve: ApproveMode,
     pub json: bool,
@@ -261,6 +265,13 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             }
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
             "--max-rounds" => options.max_rounds = number(&name, &value("a number")?)?,
+            "--context-window" => {
+                let tokens: usize = number(&name, &value("a number of tokens")?)?;
+                if tokens < 1_000 {
+                    return Err(usage("--context-window must be at least 1000 tokens"));
+                }
+                options.context_window = Some(tokens);
+            }
             "--timeout-ms" => {
                 let ms: u64 = number(&name, &value("milliseconds")?)?;
                 if ms == 0 {

@@ -309,7 +309,10 @@ fn start_session(
             config = config.with_mcp_server(server);
         }
     }
-    let (profile, client) = (setup.profile.clone(), setup.client.clone());
+    let (mut profile, client) = (setup.profile.clone(), setup.client.clone());
+    if let Some(tokens) = options.context_window {
+        profile = profile.with_context_window_size(tokens);
+    }
     match &options.resume {
         Some(path) => Session::resume(path, profile, env, client, config),
         None => Session::new(profile, env, client, config),

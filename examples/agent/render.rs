@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
+use agentloop::session::compaction::CompactionFallback;
 use agentloop::session::{EventKind, SessionEvent, StopReason};
 use serde_json::Value;
 
@@ -242,6 +243,27 @@ impl Human {
                 self.line(&format!(
                     "{}stopped: reached the limit of {why}{}",
                     s.red, s.reset
+                ))?;
+            }
+            EventKind::ContextCompactionEnd {
+                reason,
+                tokens_before,
+                tokens_after,
+                turns_summarised,
+                fallback,
+                ..
+            } => {
+                let lost = match fallback {
+                    CompactionFallback::Truncated => " (tool outputs cut)",
+                    CompactionFallback::Dropped => " (some turns dropped)",
+                    _ => "",
+                };
+                self.line(&format!(
+                    "{}  ↳ context compacted ({}): ~{tokens_before} → ~{tokens_after} tokens, \
+                     {turns_summarised} turns summarised{lost}{}",
+                    s.dim,
+                    reason.as_str(),
+                    s.reset
                 ))?;
             }
             EventKind::LoopDetection { message } => self.warn(message),

@@ -83,6 +83,7 @@ use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
 
 mod approval;
+pub mod compaction;
 mod config;
 mod delivery;
 mod events;
@@ -99,9 +100,10 @@ pub use config::SessionConfig;
 pub use delivery::{Events, RecvError};
 pub use events::{CloseReason, EventKind, SessionEvent, SessionState, StopReason};
 pub use history::{
-    AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
+    AssistantTurn, History, SteeringTurn, SummaryTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
 
+use compaction::run::CompactionState;
 use delivery::Listeners;
 pub(crate) use delivery::{EventSink, Forward};
 use loop_detection::LoopDetector;
@@ -366,7 +368,14 @@ impl Session {
             start.depth,
         ));
         subagents::register(&mut profile.tool_registry, &subagents);
+        let limits = config
+            .compaction
+            .enabled
+            .then(|| config.compaction.limits(profile.context_window_size))
+            .filter(|limits| limits.window > 0);
+        let compaction = CompactionState::new(limits, &lock(&shared.history));
         let worker = Worker {
+            compaction,
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),
             profile,
@@ -512,6 +521,21 @@ impl Session {
             reply: Some(reply),
         })?;
         Ok(outcome)
+    }
+
+    /// Compacts the history now (reason `manual`): waits until the inputs queued before it
+    /// are processed, then summarises as an automatic compaction would, with its
+    /// `CONTEXT_COMPACTION_START` / `END` events. Does nothing when compaction is off (see
+    /// [`SessionConfig::with_compaction`]).
+    pub fn compact(&self) -> Result<()> {
+        let (reply, done) = crossbeam_channel::bounded(1);
+        self.send(Input::Compact { reply })?;
+        done.recv().map_err(|_| {
+            Error::new(
+                ErrorKind::SessionClosed,
+                "the session closed before the compaction ran",
+            )
+        })
     }
 
     /// Queues a steering message for the model (spec §2.6): injected as a user message

@@ -6,6 +6,7 @@ mod anthropic;
 mod apply_patch;
 mod cli_conformance;
 mod client;
+mod compaction;
 mod edit_file;
 mod examples;
 mod exec_env;

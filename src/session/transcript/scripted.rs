@@ -71,11 +71,11 @@ impl ScriptedModel {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_transcript(transcript: &Transcript, mode: ReplayMode) -> ScriptedModel {
-        let history = transcript.history();
+        let history = transcript.all_turns();
         let (messages, offsets) = history.messages_with_offsets();
         let turns = history.turns();
         let answer_at = |index: usize| match turns.get(index) {
-            Some(Turn::Assistant(_)) => Some(index),
+            Some(Turn::Assistant(_)) if !transcript.is_copy(index) => Some(index),
             _ => None,
         };
         let mut claimed = vec![false; turns.len()];
@@ -88,6 +88,7 @@ impl ScriptedModel {
             }
             let expected = ExpectedRequest {
                 settings: Arc::clone(&record.settings),
+                history_start: offsets[record.start.min(turns.len())],
                 history_messages: offsets[record.turns.min(turns.len())],
             };
             pending.push((
@@ -98,9 +99,25 @@ impl ScriptedModel {
                 },
             ));
         }
+        // A compaction the model summarised: its request and answer, where it happened.
+        for compaction in transcript.compaction_records() {
+            if let (Some(request), Some(answer)) = (&compaction.request, &compaction.answer) {
+                pending.push((
+                    compaction.position,
+                    ReplayStep {
+                        request: Some(ExpectedRequest {
+                            settings: Arc::clone(request),
+                            history_start: 0,
+                            history_messages: 0,
+                        }),
+                        answer: Some(ScriptedTurn::text(answer.clone())),
+                    },
+                ));
+            }
+        }
         // Responses without a request record (hand-written transcripts) keep their place.
         for (index, turn) in turns.iter().enumerate() {
-            if matches!(turn, Turn::Assistant(_)) && !claimed[index] {
+            if matches!(turn, Turn::Assistant(_)) && !claimed[index] && !transcript.is_copy(index) {
                 pending.push((
                     index,
                     ReplayStep {
