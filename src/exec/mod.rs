@@ -19,8 +19,33 @@ mod env;
 mod files;
 mod local;
 mod process;
+mod sandbox;
 mod search;
 mod wrappers;
+
+pub use sandbox::{Enforcement, Network, Sandbox, SandboxError, SandboxPolicy};
+
+/// Removes `.` components and resolves `..` against the preceding component, without
+/// touching the filesystem (symlinks are not followed).
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                let last_is_parent = matches!(
+                    out.components().next_back(),
+                    Some(std::path::Component::ParentDir)
+                );
+                if last_is_parent || (!out.pop() && !out.has_root()) {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
 
 pub use local::LocalExecutionEnvironment;
 pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment};
@@ -169,6 +194,10 @@ pub struct ExecResult {
     /// A process left the command's process group (for example with `setsid`) and may
     /// still be running; it was not waited for.
     pub escaped_processes: bool,
+    /// The command ran under a sandbox and failed in a way that looks like the sandbox
+    /// refused something (exit code not 0 and a "Permission denied", "Operation not
+    /// permitted" or "Read-only file system" in its output).
+    pub sandbox_denied: bool,
 }
 
 impl ExecResult {
@@ -375,6 +404,31 @@ pub trait ExecutionEnvironment: Send + Sync {
     /// file's permissions.
     fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()>;
 
+    /// Writes like [`write_file`](Self::write_file), but only if the file still has the
+    /// size and modification time of `expected` (what the caller read); otherwise an error
+    /// saying the file changed, and nothing is written. The default compares with
+    /// [`stat`](Self::stat) and then writes; the local environment compares again right
+    /// before its atomic rename.
+    fn write_file_if_unchanged(
+        &self,
+        path: &Path,
+        content: &[u8],
+        expected: &FileStat,
+    ) -> io::Result<()> {
+        let now = self.stat(path)?;
+        if now.is_dir || now.size != expected.size || now.modified != expected.modified {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!(
+                    "`{}` changed since it was read (another process wrote it); the file \
+                     changed, read it again and redo the edit",
+                    path.display()
+                ),
+            ));
+        }
+        self.write_file(path, content)
+    }
+
     /// Removes a file (not a directory).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
 
@@ -444,6 +498,14 @@ macro_rules! forward_execution_environment {
             }
             fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
                 (**self).write_file(path, content)
+            }
+            fn write_file_if_unchanged(
+                &self,
+                path: &Path,
+                content: &[u8],
+                expected: &FileStat,
+            ) -> io::Result<()> {
+                (**self).write_file_if_unchanged(path, content, expected)
             }
             fn remove_file(&self, path: &Path) -> io::Result<()> {
                 (**self).remove_file(path)

@@ -9,6 +9,7 @@ mod examples;
 mod exec_env;
 mod exec_files;
 mod exec_process;
+mod exec_symlinks;
 mod gemini;
 mod invariants;
 mod openai;
