@@ -304,6 +304,10 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         })
     }
 
+    fn warnings(&self) -> Vec<String> {
+        self.sandbox_warnings()
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.with_write_scope(path, files::remove_file)
     }

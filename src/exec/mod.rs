@@ -461,6 +461,13 @@ pub trait ExecutionEnvironment: Send + Sync {
         Ok(())
     }
 
+    /// What the environment wants the host to know when a session starts (for example
+    /// which parts of a sandbox this kernel does not enforce); the session emits each as a
+    /// `WARNING` event. Default: nothing.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Releases what the environment holds (called when a session ends).
     fn cleanup(&self) -> io::Result<()> {
         Ok(())
@@ -506,6 +513,9 @@ macro_rules! forward_execution_environment {
                 expected: &FileStat,
             ) -> io::Result<()> {
                 (**self).write_file_if_unchanged(path, content, expected)
+            }
+            fn warnings(&self) -> Vec<String> {
+                (**self).warnings()
             }
             fn remove_file(&self, path: &Path) -> io::Result<()> {
                 (**self).remove_file(path)

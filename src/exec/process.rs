@@ -508,6 +508,7 @@ fn looks_denied(bytes: &[u8]) -> bool {
         &b"Permission denied"[..],
         b"Operation not permitted",
         b"Read-only file system",
+        b"Device or resource busy",
         b"PermissionError",
     ]
     .iter()

@@ -110,6 +110,9 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnlyExecutionEnvironm
     fn initialize(&self) -> io::Result<()> {
         self.inner.initialize()
     }
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings()
+    }
     fn cleanup(&self) -> io::Result<()> {
         self.inner.cleanup()
     }
@@ -300,6 +303,22 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for LoggingExecutionEnvironme
             &format!("{pattern:?} in {}", path.display()),
             || self.inner.glob(pattern, path),
             |files| format!("{} files", files.len()),
+        )
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings()
+    }
+    fn write_file_if_unchanged(
+        &self,
+        path: &Path,
+        content: &[u8],
+        expected: &FileStat,
+    ) -> io::Result<()> {
+        self.logged(
+            "write_file",
+            &format!("{} ({} bytes, if unchanged)", path.display(), content.len()),
+            || self.inner.write_file_if_unchanged(path, content, expected),
+            |_| "ok".to_string(),
         )
     }
     fn initialize(&self) -> io::Result<()> {

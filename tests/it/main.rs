@@ -19,6 +19,7 @@ mod parity_kit;
 mod profiles;
 mod prompt;
 mod requests;
+mod sandbox;
 mod scripted;
 mod search;
 mod session;
