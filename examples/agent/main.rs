@@ -15,6 +15,7 @@
 mod args;
 mod demo;
 mod render;
+mod sandbox;
 mod setup;
 mod signals;
 
@@ -93,13 +94,20 @@ fn run() -> i32 {
         Some(text)
     };
 
+    let env = match sandbox::environment(&options, &setup.cwd) {
+        Ok(env) => Arc::new(env),
+        Err(message) => {
+            eprintln!("agent: {message}");
+            return EXIT_ERROR;
+        }
+    };
     let stdout_is_terminal = signals::is_terminal(io::stdout().as_raw_fd());
     let mut output = if options.json {
         Output::Json
     } else {
         let colour = stdout_is_terminal && std::env::var_os("NO_COLOR").is_none();
         let indicator = signals::is_terminal(io::stderr().as_raw_fd());
-        let cwd = setup.cwd.display().to_string();
+        let cwd = format!("{} · {}", setup.cwd.display(), sandbox::describe(&env));
         Output::Human(Box::new(Human::new(
             colour,
             indicator,
@@ -122,7 +130,7 @@ fn run() -> i32 {
         }
     }
 
-    let session = match start_session(&options, &setup) {
+    let session = match start_session(&options, &setup, env) {
         Ok(session) => Arc::new(session),
         Err(err) => {
             eprintln!("agent: {err}");
@@ -200,8 +208,11 @@ impl Run<'_> {
     }
 }
 
-fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<Session> {
-    let env = Arc::new(LocalExecutionEnvironment::new(&setup.cwd));
+fn start_session(
+    options: &Options,
+    setup: &setup::Setup,
+    env: Arc<LocalExecutionEnvironment>,
+) -> agentloop::Result<Session> {
     let mut config = SessionConfig::default()
         .with_max_turns(options.max_turns)
         .with_max_tool_rounds_per_input(options.max_rounds);

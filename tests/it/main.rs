@@ -20,6 +20,7 @@ mod profiles;
 mod prompt;
 mod requests;
 mod sandbox;
+mod sandbox_cli;
 mod scripted;
 mod search;
 mod session;
