@@ -13,6 +13,7 @@ mod exec;
 mod grep;
 mod loop_;
 mod prompt;
+mod sandbox;
 mod size;
 mod sse;
 mod subagents;
@@ -57,6 +58,7 @@ const SECTIONS: &[Section] = &[
     ("e2e", e2e::run),
     ("size", size::run),
     ("transcript", transcript::run),
+    ("sandbox", sandbox::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.

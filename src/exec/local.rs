@@ -26,12 +26,15 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Runs tools on the local machine (spec §4.2).
 ///
-/// - **Paths**: relative paths resolve against the working directory; absolute paths are
-///   used as given (this environment is not a sandbox; wrap it to restrict it).
+/// - **Paths**: relative paths resolve against the working directory. A path inside the
+///   working directory is resolved beneath it: a symlink (or `..`) leading out is an error,
+///   race-free (see the `sandbox` module); other absolute paths are used as given unless a
+///   [`Sandbox`] limits writes to its roots (`with_sandbox`).
 /// - **Files**: a text read with a NUL byte in the first 8 KiB is a binary file (an
 ///   `InvalidData` error); invalid UTF-8 in text is replaced with U+FFFD. Writes are atomic
 ///   (temporary file beside the target, `fsync`, rename), create parent directories, keep
-///   the permissions of the file they replace, and write through symlinks.
+///   the permissions of the file they replace, and write through symlinks that stay beneath
+///   the root.
 ///   `list_directory` lists `.git` but never descends into it.
 /// - **Commands** run as `/bin/bash -c COMMAND` (`/bin/sh` when bash is missing) in their
 ///   own process group, with stdin from `/dev/null`. On timeout or cancel the group gets

@@ -648,3 +648,40 @@ fn the_landlock_abi_is_probed_and_reported() {
     assert!(env.landlock_abi() >= 1);
     assert!(env.warnings().is_empty(), "{:?}", env.warnings());
 }
+
+#[test]
+fn best_effort_without_landlock_runs_and_the_session_warns() {
+    use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+    use agentloop::session::{EventKind, Session, SessionConfig};
+
+    let f = fixture();
+    let env = LocalExecutionEnvironment::new(&f.ws)
+        .with_sandbox(
+            Sandbox::new(SandboxPolicy::workspace_write())
+                .with_enforcement(Enforcement::BestEffort)
+                .with_landlock_abi_at_most(0),
+        )
+        .unwrap();
+    let model = ScriptedModel::new(vec![ScriptedTurn::text("done")]);
+    let client = crate::support::client_for(model);
+    let session = Session::new(
+        crate::session_support::profile(),
+        std::sync::Arc::new(env),
+        client,
+        SessionConfig::default(),
+    )
+    .unwrap();
+    let mut events = session.events();
+    session.submit("hi").unwrap();
+    let seen = crate::session_support::collect_input(&mut events);
+    let warning = seen.iter().find_map(|e| match &e.kind {
+        EventKind::Warning { message, code } if code == "sandbox" => Some(message.clone()),
+        _ => None,
+    });
+    assert!(
+        warning
+            .as_deref()
+            .is_some_and(|w| w.contains("Landlock is not available")),
+        "{seen:?}"
+    );
+}
