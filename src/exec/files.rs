@@ -134,16 +134,6 @@ fn line_window(bytes: &[u8], first: usize, limit: Option<usize>) -> (usize, usiz
     (start, end, total_lines)
 }
 
-/// Metadata of `path`, following symlinks.
-pub(crate) fn stat(path: &Path) -> io::Result<FileStat> {
-    let meta = fs::metadata(path).map_err(|e| describe(e, "stat", path))?;
-    Ok(FileStat {
-        is_dir: meta.is_dir(),
-        size: meta.len(),
-        modified: meta.modified().ok(),
-    })
-}
-
 /// Where a write or removal may go: the root it is resolved beneath and the check the
 /// resolved path (relative to that root) must pass before anything is created.
 pub(crate) struct WriteScope<'a> {

@@ -233,6 +233,16 @@ impl LocalExecutionEnvironment {
         Ok((file, path.to_path_buf()))
     }
 
+    /// Checks that `path` resolves beneath its root (the working directory for a path in
+    /// it) and returns an `O_PATH` descriptor of it. Listing and searching then go by path:
+    /// a directory swapped for a link between the check and the walk is not covered.
+    fn open_path(&self, path: &Path) -> io::Result<std::fs::File> {
+        let full = crate::exec::normalize(&self.resolve(path));
+        let (root, relative) = self.read_root(&full);
+        sandbox::beneath::open_path(&root, &relative, path)
+            .map_err(|e| files::describe(e, "stat", path))
+    }
+
     /// Runs `op` with the write scope of `path`: beneath the writable root it lies in
     /// (under a sandbox; outside them is an error), beneath the working directory when it
     /// lies in it, else beneath `/`.
@@ -320,10 +330,19 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 
     fn stat(&self, path: &Path) -> io::Result<FileStat> {
-        files::stat(&self.resolve(path))
+        let meta = self
+            .open_path(path)?
+            .metadata()
+            .map_err(|e| files::describe(e, "stat", path))?;
+        Ok(FileStat {
+            is_dir: meta.is_dir(),
+            size: meta.len(),
+            modified: meta.modified().ok(),
+        })
     }
 
     fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
+        self.open_path(path)?;
         files::list_directory(&self.resolve(path), depth)
     }
 
@@ -366,10 +385,12 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 
     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
+        self.open_path(path)?;
         search::grep(pattern, &self.resolve(path), options)
     }
 
     fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
+        self.open_path(path)?;
         search::glob(pattern, &self.resolve(path))
     }
 

@@ -108,6 +108,22 @@ fn read_through_a_symlink_to_outside_is_refused() {
 }
 
 #[test]
+fn listing_searching_and_stat_through_a_symlink_to_outside_are_refused() {
+    let (_top, ws, _outside) = workspace();
+    let env = LocalExecutionEnvironment::new(&ws);
+    let link = Path::new("link");
+    assert!(env.list_directory(link, 1).is_err());
+    assert!(env.glob("*.txt", link).is_err());
+    assert!(env.grep("secret", link, &GrepOptions::default()).is_err());
+    let err = env.stat(Path::new("file_link")).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+    // Inside the working directory everything still works.
+    fs::write(ws.join("a.txt"), "secret here\n").unwrap();
+    assert_eq!(env.stat(Path::new("a.txt")).unwrap().size, 12);
+    assert!(env.list_directory(Path::new("."), 1).is_ok());
+}
+
+#[test]
 fn edit_file_through_a_symlink_to_outside_is_refused() {
     let (_top, ws, outside) = workspace();
     let env = LocalExecutionEnvironment::new(&ws);

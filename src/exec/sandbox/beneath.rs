@@ -247,8 +247,23 @@ fn push_components(
 /// Opens `relative` beneath `root` for reading (following symlinks that stay inside), as a
 /// non-blocking regular-file-or-anything descriptor; the caller checks the type.
 pub(crate) fn open_read(root: &Path, relative: &Path, shown: &Path) -> io::Result<File> {
-    let root_fd = open_root(root)?;
     let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+    open_beneath(root, relative, shown, flags)
+}
+
+/// Opens `relative` beneath `root` as an `O_PATH` descriptor (for `fstat`, or to check
+/// that a directory to list or search lies beneath the root); needs no read permission.
+pub(crate) fn open_path(root: &Path, relative: &Path, shown: &Path) -> io::Result<File> {
+    open_beneath(root, relative, shown, libc::O_PATH | libc::O_CLOEXEC)
+}
+
+fn open_beneath(
+    root: &Path,
+    relative: &Path,
+    shown: &Path,
+    flags: libc::c_int,
+) -> io::Result<File> {
+    let root_fd = open_root(root)?;
     match openat2(&root_fd, relative, flags) {
         Ok(file) => return Ok(file),
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => return Err(escape_error(shown, root)),
