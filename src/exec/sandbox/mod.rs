@@ -268,7 +268,7 @@ impl Active {
         working_dir: &Path,
         tmpdir: Option<&Path>,
     ) -> Result<Active, SandboxError> {
-        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| super::normalize(p));
         let wd = canonical(working_dir);
         let mut writable = Vec::new();
         let mut protected = Vec::new();
@@ -416,4 +416,87 @@ fn gitdir_target(dot_git: &Path) -> Option<PathBuf> {
     let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
     let parent = dot_git.parent()?;
     Some(parent.join(target))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ww(roots: &[&str], tmp: bool) -> Sandbox {
+        Sandbox::new(SandboxPolicy::WorkspaceWrite {
+            writable_roots: roots.iter().map(PathBuf::from).collect(),
+            include_tmp: tmp,
+        })
+    }
+
+    #[test]
+    fn a_child_policy_narrows_only_when_it_allows_no_more() {
+        let parent = ww(&["/a"], false);
+        assert!(ww(&["/a/b"], false).narrows(&parent));
+        assert!(Sandbox::new(SandboxPolicy::ReadOnly).narrows(&parent));
+        assert!(!ww(&["/c"], false).narrows(&parent));
+        assert!(!ww(&[], true).narrows(&parent), "adding /tmp widens");
+        assert!(!Sandbox::new(SandboxPolicy::FullAccess).narrows(&parent));
+        assert!(!ww(&[], false).with_network(Network::On).narrows(&parent));
+        let open = Sandbox::new(SandboxPolicy::FullAccess);
+        assert!(ww(&[], true).with_network(Network::On).narrows(&open));
+    }
+
+    #[test]
+    fn the_display_is_the_cli_header() {
+        assert_eq!(
+            Sandbox::new(SandboxPolicy::workspace_write()).to_string(),
+            "workspace-write, network off"
+        );
+        assert_eq!(
+            Sandbox::new(SandboxPolicy::FullAccess).to_string(),
+            "full-access, network on"
+        );
+    }
+
+    #[test]
+    fn protected_paths_are_refused_by_resolved_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(".git"),
+            "gitdir: ../elsewhere/.git/worktrees/x\n",
+        )
+        .unwrap();
+        let active = Active::new(ww(&[], false), dir.path(), None).unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        assert!(active.check_protected(&root, Path::new(".git")).is_err());
+        assert!(
+            active
+                .check_protected(&root, Path::new("AGENTS.md"))
+                .is_err()
+        );
+        assert!(
+            active
+                .check_protected(&root, Path::new("src/AGENTS.md"))
+                .is_ok()
+        );
+        assert!(
+            active
+                .check_protected(&root, Path::new(".github/x"))
+                .is_ok()
+        );
+        let gitdir = root.parent().unwrap().join("elsewhere/.git/worktrees/x");
+        assert!(active.protected.contains(&gitdir), "{:?}", active.protected);
+    }
+
+    #[test]
+    fn every_seccomp_jump_lands_inside_the_program() {
+        for network_off in [false, true] {
+            let program = seccomp::program(network_off);
+            assert!(program.len() < 64);
+            for (i, insn) in program.iter().enumerate() {
+                if insn.code & 0x07 == 0x05 {
+                    let far = i + 1 + usize::from(insn.jt.max(insn.jf));
+                    assert!(far < program.len(), "jump at {i} leaves the program");
+                }
+            }
+            let last = program.last().unwrap();
+            assert_eq!((last.code, last.k), (0x06, 0x7fff_0000), "ends in allow");
+        }
+    }
 }
