@@ -141,6 +141,9 @@ pub(crate) fn resolve(
         }
         if name == ".." {
             if stack.len() == 1 {
+                if root == Path::new("/") {
+                    continue; // `/..` is `/`, as for the kernel
+                }
                 return Err(escape_error(shown, root));
             }
             stack.pop();
