@@ -24,10 +24,10 @@ use serde_json::{Value, json};
 
 pub(crate) fn run_tool(env: &dyn ExecutionEnvironment, name: &str, args: Value) -> ToolOutcome {
     let mut registry = ToolRegistry::new();
-    registry.register(write_file::tool());
-    registry.register(read_file::tool());
-    registry.register(edit_file::tool());
-    registry.register(apply_patch::tool());
+    registry.register(write_file());
+    registry.register(read_file());
+    registry.register(edit_file());
+    registry.register(apply_patch());
     let cancel = CancelToken::new();
     let ctx = ToolContext::new(env, "c", &cancel);
     registry

@@ -93,11 +93,11 @@ fn sandboxed(ws: &Path, policy: SandboxPolicy) -> Option<LocalExecutionEnvironme
 fn run_tool(env: &dyn ExecutionEnvironment, name: &str, args: Value) -> ToolOutcome {
     let mut registry = ToolRegistry::new();
     for tool in [
-        write_file::tool(),
-        read_file::tool(),
-        edit_file::tool(),
-        apply_patch::tool(),
-        shell::tool(),
+        write_file(),
+        read_file(),
+        edit_file(),
+        apply_patch(),
+        shell(),
     ] {
         registry.register(tool);
     }
