@@ -723,3 +723,60 @@ fn best_effort_without_landlock_runs_and_the_session_warns() {
         "{seen:?}"
     );
 }
+
+#[test]
+fn a_subagent_inherits_the_parents_sandbox() {
+    use crate::subagents::{KIT, child_ended};
+    use crate::support::Server;
+    use crate::support::turns::function;
+    use agentloop::session::{Session, SessionConfig};
+
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let target = f.outside.join("from-child.txt");
+    let command = format!("echo x > {}", target.display());
+    let server = Server::start_routed(
+        vec![
+            (
+                "PARENT-SANDBOX",
+                vec![
+                    KIT.calls(&[function(
+                        "p1",
+                        "spawn_agent",
+                        json!({"task": "TASK-SANDBOX write outside"}),
+                    )]),
+                    KIT.calls(&[function("p2", "wait", json!({"agent_id": "agent-1"}))]),
+                    KIT.text("ok"),
+                ],
+            ),
+            (
+                "TASK-SANDBOX",
+                vec![
+                    KIT.calls(&[function("c1", "shell", json!({ "command": command }))]),
+                    KIT.text("tried"),
+                ],
+            ),
+        ],
+        vec![],
+    );
+    let session = Session::new(
+        KIT.profile(),
+        std::sync::Arc::new(env),
+        KIT.client(&server),
+        SessionConfig::default(),
+    )
+    .unwrap();
+    let mut events = session.events();
+    session.submit("PARENT-SANDBOX delegate").unwrap();
+    let seen = crate::session_support::collect_input(&mut events);
+    let child = child_ended(&seen, "agent-1");
+    assert_eq!(child[0].tool_name, "shell");
+    assert!(
+        child[0].text.contains("[sandbox: denied"),
+        "{}",
+        child[0].text
+    );
+    assert!(!target.exists());
+}
