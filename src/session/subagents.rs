@@ -526,15 +526,11 @@ impl ExecutionEnvironment for SubagentEnvironment {
     fn working_directory(&self) -> &Path {
         &self.directory
     }
-    fn platform(&self) -> String {
-        self.inner.platform()
+    // The parent's session already emitted the environment's warnings.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
     }
-    fn os_version(&self) -> String {
-        self.inner.os_version()
-    }
-    fn max_command_timeout(&self) -> Duration {
-        self.inner.max_command_timeout()
-    }
+    crate::forward_execution_environment!(self.inner => platform, os_version, max_command_timeout);
 }
 
 #[cfg(test)]

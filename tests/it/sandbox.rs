@@ -703,7 +703,7 @@ fn best_effort_without_landlock_runs_and_the_session_warns() {
     let model = ScriptedModel::new(vec![ScriptedTurn::text("done")]);
     let client = crate::support::client_for(model);
     let session = Session::new(
-        crate::session_support::profile(),
+        crate::support::session::profile(),
         std::sync::Arc::new(env),
         client,
         SessionConfig::default(),
@@ -711,7 +711,7 @@ fn best_effort_without_landlock_runs_and_the_session_warns() {
     .unwrap();
     let mut events = session.events();
     session.submit("hi").unwrap();
-    let seen = crate::session_support::collect_input(&mut events);
+    let seen = crate::support::session::collect_input(&mut events);
     let warning = seen.iter().find_map(|e| match &e.kind {
         EventKind::Warning { message, code } if code == "sandbox" => Some(message.clone()),
         _ => None,
@@ -770,7 +770,7 @@ fn a_subagent_inherits_the_parents_sandbox() {
     .unwrap();
     let mut events = session.events();
     session.submit("PARENT-SANDBOX delegate").unwrap();
-    let seen = crate::session_support::collect_input(&mut events);
+    let seen = crate::support::session::collect_input(&mut events);
     let child = child_ended(&seen, "agent-1");
     assert_eq!(child[0].tool_name, "shell");
     assert!(
