@@ -47,6 +47,9 @@ OPTIONS:
                             --resume, where the continued session is saved instead
     --resume PATH           continue the session saved in PATH (appending to it unless
                             --transcript names another file)
+    --mcp-config FILE       MCP servers whose tools the agent offers, in the JSON other
+                            clients use: {\"mcpServers\": {\"NAME\": {\"command\",
+                            \"args\", \"env\"} or {\"url\"}}}
     -h, --help              print this help
     -V, --version           print the version
 
@@ -150,6 +153,8 @@ pub struct Options {
     pub transcript: Option<PathBuf>,
     /// `--resume`: the transcript to continue.
     pub resume: Option<PathBuf>,
+    /// `--mcp-config`: the MCP servers file.
+    pub mcp_config: Option<PathBuf>,
     /// The positional words joined by spaces, if any.
     pub prompt: Option<String>,
 }
@@ -233,6 +238,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--cwd" => options.cwd = Some(PathBuf::from(non_empty(&name, value("a directory")?)?)),
             "--transcript" => {
                 options.transcript = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--mcp-config" => {
+                options.mcp_config = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
             "--resume" => options.resume = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,

@@ -14,6 +14,7 @@
 
 mod args;
 mod demo;
+mod mcp;
 mod render;
 mod sandbox;
 mod setup;
@@ -138,6 +139,15 @@ fn run() -> i32 {
         }
     };
     let mut events = session.events();
+    for line in mcp::header(&session) {
+        let shown = match &mut output {
+            Output::Human(human) => human.line(&line),
+            Output::Json => writeln!(io::stderr(), "{line}"),
+        };
+        if shown.is_err() {
+            return EXIT_ERROR;
+        }
+    }
     let control = Arc::new(Control {
         one_shot: prompt.is_some(),
         ..Control::default()
@@ -227,6 +237,13 @@ fn start_session(
     }
     if let Some(path) = &options.transcript {
         config = config.with_transcript(path);
+    }
+    if let Some(path) = &options.mcp_config {
+        for server in mcp::servers(path, &setup.cwd)
+            .map_err(|e| agentloop::Error::new(agentloop::ErrorKind::Configuration, e))?
+        {
+            config = config.with_mcp_server(server);
+        }
     }
     let (profile, client) = (setup.profile.clone(), setup.client.clone());
     match &options.resume {

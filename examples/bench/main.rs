@@ -12,6 +12,7 @@ mod e2e;
 mod exec;
 mod grep;
 mod loop_;
+mod mcp;
 mod prompt;
 mod sandbox;
 mod size;
@@ -59,6 +60,7 @@ const SECTIONS: &[Section] = &[
     ("size", size::run),
     ("transcript", transcript::run),
     ("sandbox", sandbox::run),
+    ("mcp", mcp::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.

@@ -15,6 +15,7 @@ mod gemini;
 mod hostile_net;
 mod invariants;
 mod llamacpp;
+mod mcp;
 mod openai;
 mod openai_chat;
 mod parity;
