@@ -6,12 +6,16 @@
 //! file in the target's directory and is renamed over the target only once it is complete
 //! and flushed to disk.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsString;
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::sandbox::beneath;
 use super::{DirEntry, FileContent, FileStat};
 
 /// How many leading bytes [`read_text`] inspects for a NUL byte to call a file binary. The
@@ -32,6 +36,9 @@ pub(crate) fn error(kind: io::ErrorKind, message: String) -> io::Error {
 
 /// Rewords an OS error about `path` so that a model knows what failed and what to do.
 pub(crate) fn describe(err: io::Error, action: &str, path: &Path) -> io::Error {
+    if err.raw_os_error().is_none() && err.get_ref().is_some() {
+        return err; // already our own words
+    }
     let shown = path.display();
     let message = match err.kind() {
         io::ErrorKind::NotFound => {
@@ -51,35 +58,35 @@ pub(crate) fn describe(err: io::Error, action: &str, path: &Path) -> io::Error {
     io::Error::new(err.kind(), message)
 }
 
-fn ensure_not_dir(path: &Path, action: &str) -> io::Result<()> {
-    match fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Err(error(
+/// Reads all bytes of an opened regular file (`path` names it in messages).
+pub(crate) fn read_bytes(file: File, path: &Path) -> io::Result<Vec<u8>> {
+    let meta = file.metadata().map_err(|e| describe(e, "read", path))?;
+    if meta.is_dir() {
+        return Err(error(
             io::ErrorKind::IsADirectory,
             format!(
-                "cannot {action} `{}`: it is a directory, not a file; list it instead",
+                "cannot read `{}`: it is a directory, not a file; list it instead",
                 path.display()
             ),
-        )),
-        _ => Ok(()),
+        ));
     }
+    let mut bytes = Vec::new();
+    let mut file = file;
+    io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| describe(e, "read", path))?;
+    Ok(bytes)
 }
 
-/// Reads all bytes of a regular file.
-pub(crate) fn read_bytes(path: &Path) -> io::Result<Vec<u8>> {
-    ensure_not_dir(path, "read")?;
-    fs::read(path).map_err(|e| describe(e, "read", path))
-}
-
-/// Reads a text file and returns lines `offset..offset + limit` (1-based; `offset` 0 is
-/// treated as 1; no limit means to the end). An offset past the end gives empty text, with
-/// `total_lines` saying how long the file is. Invalid UTF-8 is replaced with U+FFFD; a file
-/// with a NUL byte in its first 8 KiB is binary and an `InvalidData` error.
+/// Reads an opened text file and returns lines `offset..offset + limit` (1-based; `offset`
+/// 0 is treated as 1; no limit means to the end). An offset past the end gives empty text,
+/// with `total_lines` saying how long the file is. Invalid UTF-8 is replaced with U+FFFD; a
+/// file with a NUL byte in its first 8 KiB is binary and an `InvalidData` error.
 pub(crate) fn read_text(
+    file: File,
     path: &Path,
     offset: Option<usize>,
     limit: Option<usize>,
 ) -> io::Result<FileContent> {
-    let bytes = read_bytes(path)?;
+    let bytes = read_bytes(file, path)?;
     if looks_binary(&bytes) {
         return Err(error(
             io::ErrorKind::InvalidData,
@@ -127,121 +134,157 @@ fn line_window(bytes: &[u8], first: usize, limit: Option<usize>) -> (usize, usiz
     (start, end, total_lines)
 }
 
-/// Metadata of `path`, following symlinks.
-pub(crate) fn stat(path: &Path) -> io::Result<FileStat> {
-    let meta = fs::metadata(path).map_err(|e| describe(e, "stat", path))?;
-    Ok(FileStat {
-        is_dir: meta.is_dir(),
-        size: meta.len(),
-        modified: meta.modified().ok(),
-    })
+/// Where a write or removal may go: the root it is resolved beneath and the check the
+/// resolved path (relative to that root) must pass before anything is created.
+pub(crate) struct WriteScope<'a> {
+    /// The absolute, canonical directory the path is resolved beneath (`/` when the path
+    /// is not confined).
+    pub(crate) root: &'a Path,
+    /// The path relative to `root`, as given (lexically normalised, not yet resolved).
+    pub(crate) relative: &'a Path,
+    /// The path as the caller named it, for messages.
+    pub(crate) shown: &'a Path,
+    /// Refuses a resolved relative path (protected paths); called before each directory
+    /// is created and on the final path.
+    pub(crate) check: &'a dyn Fn(&Path) -> io::Result<()>,
 }
 
-/// Removes a file or symlink; a directory is an error.
-pub(crate) fn remove_file(path: &Path) -> io::Result<()> {
-    let meta = fs::symlink_metadata(path).map_err(|e| describe(e, "remove", path))?;
-    if meta.is_dir() {
-        return Err(error(
+/// Removes a file or symlink (never what a symlink points to); a directory is an error.
+pub(crate) fn remove_file(scope: &WriteScope<'_>) -> io::Result<()> {
+    let path = scope.shown;
+    let root_fd = beneath::open_root(scope.root).map_err(|e| describe(e, "remove", path))?;
+    let resolved = beneath::resolve(scope.root, root_fd, scope.relative, false, None, path)
+        .map_err(|e| describe(e, "remove", path))?;
+    (scope.check)(&resolved.relative)?;
+    let Some(name) = resolved.name else {
+        return Err(not_a_file(path, "remove"));
+    };
+    match beneath::stat_at(&resolved.dir, &name).map_err(|e| describe(e, "remove", path))? {
+        None => Err(describe(io::ErrorKind::NotFound.into(), "remove", path)),
+        Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => Err(error(
             io::ErrorKind::IsADirectory,
             format!(
                 "cannot remove `{}`: it is a directory; only files can be removed",
                 path.display()
             ),
-        ));
+        )),
+        Some(_) => {
+            beneath::unlink_at(&resolved.dir, &name).map_err(|e| describe(e, "remove", path))
+        }
     }
-    fs::remove_file(path).map_err(|e| describe(e, "remove", path))
 }
 
-/// Writes `content` to `path` atomically.
-///
-/// The content goes to `.NAME.tmp-XXXX` beside the target (created with `O_EXCL`), is
-/// flushed with `fsync`, gets the permission bits of the file it replaces, and is renamed
-/// over the target; the directory is then synced. A reader sees the old or the new file,
-/// never a mix. A symlink target is followed: the file it points to is replaced and the
-/// link stays. Parent directories are created. On any error the temporary file is removed
-/// and the target is untouched. A replaced file's hard links and ownership are not kept
-/// (the new file is a new inode owned by us).
-pub(crate) fn write_atomic(path: &Path, content: &[u8]) -> io::Result<()> {
-    let target = follow_symlink(path)?;
-    let existing = match fs::metadata(&target) {
-        Ok(meta) if meta.is_dir() => {
-            return Err(error(
-                io::ErrorKind::IsADirectory,
-                format!(
-                    "cannot write `{}`: it is a directory; choose a file path inside it",
-                    path.display()
-                ),
-            ));
-        }
-        Ok(meta) => Some(meta.permissions()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(describe(e, "write", path)),
-    };
-    let (dir, name) = match (target.parent(), target.file_name()) {
-        (Some(dir), Some(name)) => (dir, name),
-        _ => {
-            return Err(error(
-                io::ErrorKind::InvalidInput,
-                format!("cannot write `{}`: not a file path", path.display()),
-            ));
-        }
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    fs::create_dir_all(dir).map_err(|e| describe(e, "create the parent directory of", path))?;
+fn not_a_file(path: &Path, action: &str) -> io::Error {
+    error(
+        io::ErrorKind::IsADirectory,
+        format!(
+            "cannot {action} `{}`: it is a directory; choose a file path inside it",
+            path.display()
+        ),
+    )
+}
 
-    let (tmp_path, mut file) =
-        create_temp_beside(dir, &name.to_string_lossy()).map_err(|e| describe(e, "write", path))?;
+/// The error edit_file gets when the file changed after it was read.
+pub(crate) fn changed_error(path: &Path) -> io::Error {
+    error(
+        io::ErrorKind::WouldBlock,
+        format!(
+            "`{}` changed since it was read (another process wrote it); the file changed, read \
+             it again and redo the edit",
+            path.display()
+        ),
+    )
+}
+
+fn same_file(st: &libc::stat, expected: &FileStat) -> bool {
+    let modified = SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::new(
+        st.st_mtime as u64,
+        st.st_mtime_nsec as u32,
+    ));
+    st.st_mode & libc::S_IFMT == libc::S_IFREG
+        && st.st_size as u64 == expected.size
+        && (expected.modified.is_none() || modified == expected.modified)
+}
+
+/// Writes `content` atomically to the path of `scope`, resolved beneath its root.
+///
+/// The content goes to `.NAME.tmp-XXXX` in the target's directory (created with `O_EXCL`
+/// through the held directory descriptor), is flushed with `fsync`, gets the permission
+/// bits of the file it replaces, and is renamed over the target; the directory is then
+/// synced. A reader sees the old or the new file, never a mix. A symlink is followed while
+/// it stays beneath the root (the file it points to is replaced and the link stays); one
+/// leading out is an error and nothing is written. Parent directories are created. On any
+/// error the temporary file is removed and the target is untouched. With `expected`, the
+/// target must still have that size and modification time just before the rename, or the
+/// write fails with "the file changed". A replaced file's hard links and ownership are not
+/// kept (the new file is a new inode owned by us).
+pub(crate) fn write_atomic(
+    scope: &WriteScope<'_>,
+    content: &[u8],
+    expected: Option<&FileStat>,
+) -> io::Result<()> {
+    let path = scope.shown;
+    (scope.check)(scope.relative)?;
+    let root_fd = beneath::open_root(scope.root).map_err(|e| describe(e, "write", path))?;
+    let resolved = beneath::resolve(
+        scope.root,
+        root_fd,
+        scope.relative,
+        true,
+        Some(scope.check),
+        path,
+    )
+    .map_err(|e| describe(e, "write", path))?;
+    (scope.check)(&resolved.relative)?;
+    let Some(name) = resolved.name else {
+        return Err(not_a_file(path, "write"));
+    };
+    let dir = &resolved.dir;
+    let existing = beneath::stat_at(dir, &name).map_err(|e| describe(e, "write", path))?;
+    if let Some(st) = &existing {
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            return Err(not_a_file(path, "write"));
+        }
+    }
+    if let Some(expected) = expected {
+        if !existing.as_ref().is_some_and(|st| same_file(st, expected)) {
+            return Err(changed_error(path));
+        }
+    }
+    let (tmp_name, mut file) =
+        create_temp_in(dir, &name.to_string_lossy()).map_err(|e| describe(e, "write", path))?;
     let written = (|| {
         file.write_all(content)?;
-        if let Some(permissions) = existing {
-            file.set_permissions(permissions)?;
+        if let Some(st) = &existing {
+            file.set_permissions(fs::Permissions::from_mode(st.st_mode & 0o7777))?;
         }
         file.sync_all()?;
         drop(file);
-        fs::rename(&tmp_path, &target)
+        if let Some(expected) = expected {
+            // As late as possible: a writer between this check and the rename still loses
+            // its write (Linux has no compare-and-rename), but the window is a few µs.
+            let now = beneath::stat_at(dir, &name)?;
+            if !now.as_ref().is_some_and(|st| same_file(st, expected)) {
+                return Err(changed_error(path));
+            }
+        }
+        beneath::rename_at(dir, &tmp_name, &name)
     })();
     if let Err(e) = written {
-        let _ = fs::remove_file(&tmp_path);
-        return Err(describe(e, "write", path));
+        let _ = beneath::unlink_at(dir, &tmp_name);
+        return Err(if e.kind() == io::ErrorKind::WouldBlock {
+            e
+        } else {
+            describe(e, "write", path)
+        });
     }
     // Make the rename itself durable; failing to sync a directory (some filesystems refuse)
     // does not undo a write that already happened.
-    if let Ok(dir_handle) = File::open(dir) {
-        let _ = dir_handle.sync_all();
-    }
+    beneath::sync_dir(dir);
     Ok(())
 }
 
-/// The final target of `path` when it is a symlink (resolved relative to its directory, to
-/// any depth); `path` itself otherwise, including when the symlink dangles.
-fn follow_symlink(path: &Path) -> io::Result<PathBuf> {
-    let mut current = path.to_path_buf();
-    for _ in 0..40 {
-        match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let link = fs::read_link(&current).map_err(|e| describe(e, "write", path))?;
-                current = match current.parent() {
-                    Some(parent) if link.is_relative() => parent.join(link),
-                    _ => link,
-                };
-            }
-            _ => return Ok(current),
-        }
-    }
-    Err(error(
-        io::ErrorKind::InvalidInput,
-        format!(
-            "cannot write `{}`: too many levels of symbolic links",
-            path.display()
-        ),
-    ))
-}
-
-fn create_temp_beside(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
+fn create_temp_in(dir: &OwnedFd, name: &str) -> io::Result<(OsString, File)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut last_err = None;
     for _ in 0..16 {
@@ -251,8 +294,8 @@ fn create_temp_beside(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
             .unwrap_or(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let suffix = (u64::from(std::process::id()) << 40) ^ (n << 24) ^ u64::from(nanos);
-        let tmp = dir.join(format!(".{name}.tmp-{suffix:x}"));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        let tmp = OsString::from(format!(".{name}.tmp-{suffix:x}"));
+        match beneath::create_exclusive_at(dir, &tmp, 0o666) {
             Ok(file) => return Ok((tmp, file)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
             Err(e) => return Err(e),

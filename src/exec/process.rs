@@ -79,6 +79,8 @@ pub(crate) struct Spawn<'a> {
     pub timeout: Duration,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// The sandbox to apply in the child between fork and exec.
+    pub sandbox: Option<super::sandbox::spawn::Hook>,
 }
 
 /// The shell: `/bin/bash`, or `/bin/sh` where bash is missing.
@@ -120,6 +122,13 @@ pub(crate) fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    if let Some(hook) = spec.sandbox {
+        // SAFETY: `apply` makes only raw syscalls (async-signal-safe) and reads only the
+        // prepared values `hook` points to, which the caller keeps alive across the spawn.
+        unsafe {
+            command.pre_exec(move || super::sandbox::spawn::apply(hook));
+        }
+    }
     let mut child = command
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("failed to spawn `{}`: {e}", shell())))?;
@@ -184,7 +193,13 @@ pub(crate) fn run(
         let stdout = join_reader(out_reader);
         let stderr = join_reader(err_reader);
         let status = group.status;
+        let sandbox_denied = spec.sandbox.is_some()
+            && status.is_some_and(|s| !s.success())
+            && [&stdout, &stderr]
+                .iter()
+                .any(|c| looks_denied(&c.head) || looks_denied(&c.tail));
         Ok(ExecResult {
+            sandbox_denied,
             exit_code: status.and_then(|s| s.code()),
             signal: status.and_then(|s| s.signal()),
             timed_out: ending == Ending::TimedOut,
@@ -486,6 +501,20 @@ pub(super) fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
 
 /// The first [`HEAD_CAPTURE`] and the last [`TAIL_CAPTURE`] bytes of a stream, and its
 /// exact length.
+/// Whether command output carries the message of a refused operation (`EACCES`, `EPERM`,
+/// `EROFS`), the signs of a sandbox denial.
+fn looks_denied(bytes: &[u8]) -> bool {
+    [
+        &b"Permission denied"[..],
+        b"Operation not permitted",
+        b"Read-only file system",
+        b"Device or resource busy",
+        b"PermissionError",
+    ]
+    .iter()
+    .any(|needle| memchr::memmem::find(bytes, needle).is_some())
+}
+
 #[derive(Default)]
 struct Capture {
     head: Vec<u8>,
