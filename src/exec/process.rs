@@ -484,6 +484,22 @@ pub(super) fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
     ready > 0
 }
 
+/// Clears `O_NONBLOCK` on `fd` (an open file `files::open_regular` opened non-blocking so
+/// that opening a FIFO or device never waits), keeping its other status flags.
+pub(super) fn clear_nonblocking(fd: libc::c_int) -> io::Result<()> {
+    // SAFETY: F_GETFL and F_SETFL only read and set the status flags of `fd`, an open
+    // descriptor the caller owns for the whole call; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The first [`HEAD_CAPTURE`] and the last [`TAIL_CAPTURE`] bytes of a stream, and its
 /// exact length.
 #[derive(Default)]

@@ -17,7 +17,9 @@
 //! - hidden files and directories are walked like any other;
 //! - only regular files are reported; symbolic links, sockets and the like are skipped.
 //!
-//! Unreadable directories and ignore files are skipped silently, as ripgrep does.
+//! Unreadable directories and ignore files are skipped silently, as ripgrep does; so are
+//! ignore files that are not regular files (a FIFO, a link to `/dev/zero`: never opened in
+//! a way that blocks) or larger than [`MAX_IGNORE_FILE_BYTES`].
 
 use std::ffi::OsString;
 use std::fs::{self, FileType};
@@ -25,6 +27,10 @@ use std::io;
 use std::path::Path;
 
 use super::ignore::{GlobFilter, IgnoreRules, Verdict};
+use crate::exec::files::read_regular_capped;
+
+/// The largest ignore file read; a larger one is skipped like an unreadable one.
+pub(crate) const MAX_IGNORE_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Ignore-file names, strongest first.
 const IGNORE_FILES: [&str; 3] = [".rgignore", ".ignore", ".gitignore"];
@@ -47,7 +53,9 @@ impl DirRules {
             if !present(name) {
                 continue;
             }
-            if let Ok(bytes) = fs::read(dir.join(name)) {
+            // A FIFO, a device or a link to one is skipped without blocking; so is a file
+            // over the cap (ripgrep, too, ignores ignore files it cannot read).
+            if let Ok(bytes) = read_regular_capped(&dir.join(name), MAX_IGNORE_FILE_BYTES) {
                 let parsed = IgnoreRules::parse(&String::from_utf8_lossy(&bytes));
                 if !parsed.is_empty() {
                     any = true;
