@@ -19,6 +19,7 @@ mod env;
 mod files;
 mod local;
 mod process;
+mod redact;
 mod search;
 mod wrappers;
 

@@ -484,6 +484,27 @@ pub(super) fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
     ready > 0
 }
 
+/// Makes the child of `command` fail its allocations past `bytes` of data memory
+/// (`RLIMIT_DATA`: heap and private mappings), so that a helper such as `rg` given a
+/// hostile input (a 300 MB line) ends with an error instead of taking the machine's memory.
+pub(super) fn limit_child_data(command: &mut Command, bytes: u64) {
+    let limit = libc::rlimit {
+        rlim_cur: bytes as libc::rlim_t,
+        rlim_max: bytes as libc::rlim_t,
+    };
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // setrlimit(2), which is async-signal-safe, with a value it owns; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_DATA, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
+    }
+}
+
 /// Clears `O_NONBLOCK` on `fd` (an open file `files::open_regular` opened non-blocking so
 /// that opening a FIFO or device never waits), keeping its other status flags.
 pub(super) fn clear_nonblocking(fd: libc::c_int) -> io::Result<()> {

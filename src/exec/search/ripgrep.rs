@@ -25,6 +25,9 @@ use std::time::Duration;
 use super::matcher::MAX_LINE;
 use crate::exec::GrepMatch;
 
+/// The data memory (`RLIMIT_DATA`) a ripgrep child may use.
+const RG_DATA_LIMIT: u64 = 256 * 1024 * 1024;
+
 /// Room for a record's `line number:` before its text.
 const RECORD_PREFIX: usize = 32;
 
@@ -176,6 +179,9 @@ pub(crate) fn grep(rg: &Path, root: &Path, search: &Search<'_>) -> Result<Vec<Gr
         .arg(format!("--regexp={}", search.pattern))
         .arg("--")
         .arg(".");
+    // ripgrep holds a whole line in memory (a 300 MB line costs it over 400 MB): past the
+    // cap it fails, and the in-process search, which holds at most `MAX_LINE`, takes over.
+    crate::exec::process::limit_child_data(&mut command, RG_DATA_LIMIT);
     let mut child = command.spawn().map_err(Failure::Io)?;
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         stop(&mut child);
