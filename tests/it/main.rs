@@ -10,6 +10,7 @@ mod exec_env;
 mod exec_files;
 mod exec_process;
 mod gemini;
+mod git_hostile;
 mod hostile_files;
 mod invariants;
 mod openai;
