@@ -256,6 +256,17 @@ fn ignore_files_that_are_fifos_or_links_to_dev_zero_do_not_block_grep_or_glob() 
     let run = probe(&["grep", path_str(root), "needle", "in-process"]);
     assert!(run.stdout.contains("ok matches=2"), "{}", run.stdout);
     assert!(run.peak_mib < CEILING_MIB, "{} MiB", run.peak_mib);
+    if have_ripgrep() {
+        // ripgrep itself would wait on the FIFO for ever: the search goes on in process.
+        let run = probe(&["grep", path_str(root), "needle", "auto"]);
+        assert!(run.stdout.contains("ok matches=2"), "{}", run.stdout);
+        let run = probe(&["grep", path_str(root), "needle", "ripgrep"]);
+        assert!(
+            run.stdout.contains("err refused to run ripgrep: an ignore file"),
+            "{}",
+            run.stdout
+        );
+    }
     let run = probe(&["glob", path_str(root), "**/*.txt"]);
     assert!(run.stdout.starts_with("ok "), "{}", run.stdout);
     assert!(run.stdout.contains("a.txt") && run.stdout.contains("sub/b.txt"));

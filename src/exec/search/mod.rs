@@ -78,7 +78,22 @@ pub(crate) fn grep(pattern: &str, path: &Path, options: &GrepOptions) -> io::Res
             glob_filter: options.glob_filter.as_deref(),
             wanted,
         };
-        match options.backend {
+        // ripgrep would block on a FIFO ignore file (and read a huge one whole).
+        let backend = match options.backend {
+            GrepBackend::InProcess => GrepBackend::InProcess,
+            _ if !walk::ignore_files_are_safe(path, filter.as_ref()) => {
+                if options.backend == GrepBackend::Ripgrep {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "refused to run ripgrep: an ignore file under the searched directory \
+                         is not a regular file (a FIFO, a device) or is over 4 MiB",
+                    ));
+                }
+                GrepBackend::InProcess
+            }
+            other => other,
+        };
+        match backend {
             GrepBackend::InProcess => search_tree(&matcher, path, filter.as_ref(), wanted)?,
             GrepBackend::Ripgrep => {
                 let rg = ripgrep::find().ok_or_else(|| {
@@ -206,7 +221,7 @@ fn search_tree(
         let mut next_index = 0;
         let options = WalkOptions {
             filter,
-            enter: None,
+            ..WalkOptions::default()
         };
         let walked = walk::walk(root, &options, |relative, absolute| {
             if done.load(Ordering::Relaxed) {
@@ -282,8 +297,8 @@ pub(crate) fn glob(pattern: &str, path: &Path) -> io::Result<Vec<String>> {
     let prune = Pruning::new(&pattern);
     let enter = |relative: &str, depth: usize| prune.may_enter(relative, depth);
     let options = WalkOptions {
-        filter: None,
         enter: Some(&enter),
+        ..WalkOptions::default()
     };
     let mut found: Vec<(SystemTime, String)> = Vec::new();
     walk::walk(path, &options, |relative, absolute| {
