@@ -62,7 +62,12 @@ fn main() {
                 Ok(output) => {
                     for m in &output.matches {
                         let head: String = m.line.chars().take(40).collect();
-                        println!("ok {}:{}:{head} ({} bytes)", m.path, m.line_number, m.line.len());
+                        println!(
+                            "ok {}:{}:{head} ({} bytes)",
+                            m.path,
+                            m.line_number,
+                            m.line.len()
+                        );
                     }
                     println!("ok matches={}", output.matches.len());
                 }
@@ -75,7 +80,11 @@ fn main() {
         },
         "docs" => {
             let docs = agentloop::prompt::discover_project_docs(&env, arg(2));
-            println!("ok files={} text_bytes={}", docs.files.len(), docs.text.len());
+            println!(
+                "ok files={} text_bytes={}",
+                docs.files.len(),
+                docs.text.len()
+            );
             for (path, why) in &docs.skipped {
                 println!("skipped {}: {why}", path.display());
             }
@@ -102,7 +111,13 @@ fn main() {
     let peak = status
         .lines()
         .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
         .unwrap_or(0);
     println!("peak_rss_kib {peak}");
     // SAFETY: getrusage only writes the struct it is given, which lives across the call.

@@ -126,7 +126,10 @@ pub(crate) fn read_regular_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> 
     use std::io::Read;
 
     let file = open_regular(path)?;
-    let size = file.metadata().map_err(|e| describe(e, "read", path))?.len();
+    let size = file
+        .metadata()
+        .map_err(|e| describe(e, "read", path))?
+        .len();
     let too_large = |size: u64| {
         error(
             io::ErrorKind::InvalidInput,
@@ -173,13 +176,17 @@ pub(crate) fn read_text(
     use std::io::Read;
 
     let file = open_regular(path)?;
-    let size = file.metadata().map_err(|e| describe(e, "read", path))?.len();
+    let size = file
+        .metadata()
+        .map_err(|e| describe(e, "read", path))?
+        .len();
     let mut reader = file.take(size);
     let mut buffer = vec![0; READ_CHUNK];
     let mut window = LineWindow::new(offset.unwrap_or(1), limit, MAX_WINDOW_BYTES);
     let mut first = true;
     loop {
-        let (filled, eof) = fill(&mut reader, &mut buffer).map_err(|e| describe(e, "read", path))?;
+        let (filled, eof) =
+            fill(&mut reader, &mut buffer).map_err(|e| describe(e, "read", path))?;
         if first && looks_binary(&buffer[..filled]) {
             return Err(error(
                 io::ErrorKind::InvalidData,

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::redact::{Redactor, StreamRedactor};
 use super::{
     CommandRequest, DirEntry, EnvPolicy, ExecResult, ExecutionEnvironment, FileContent, FileStat,
     GrepOptions, GrepOutput, OutputCallback, OutputStream, env, files, process, search,
 };
-use super::redact::{Redactor, StreamRedactor};
 use crate::cancel::CancelToken;
 
 /// How long a process group gets between SIGTERM and SIGKILL by default (spec §5.4).

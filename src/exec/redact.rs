@@ -10,8 +10,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::env;
 use super::EnvPolicy;
+use super::env;
 
 /// Values shorter than this are not redacted: replacing every `true` or `1234` in the
 /// output would garble it and hide nothing worth hiding.
@@ -217,7 +217,8 @@ mod tests {
     fn an_included_secret_is_the_hosts_choice_and_not_redacted() {
         let base: BTreeMap<String, String> =
             [("GH_TOKEN".to_string(), "token-value-123".to_string())].into();
-        let shared = Redactor::for_environment(&base, &EnvPolicy::default().include("GH_TOKEN"), &[]);
+        let shared =
+            Redactor::for_environment(&base, &EnvPolicy::default().include("GH_TOKEN"), &[]);
         assert!(shared.is_empty());
         let hidden = Redactor::for_environment(&base, &EnvPolicy::default(), &[]);
         assert_eq!(hidden.text("token-value-123"), "[REDACTED:GH_TOKEN]");

@@ -183,7 +183,9 @@ fn git_request(script: String, extra: &[String]) -> CommandRequest {
         request.env.insert(format!("GIT_CONFIG_VALUE_{i}"), value);
         count = i + 1;
     }
-    request.env.insert("GIT_CONFIG_COUNT".into(), count.to_string());
+    request
+        .env
+        .insert("GIT_CONFIG_COUNT".into(), count.to_string());
     for (name, value) in [
         ("GIT_CONFIG_NOSYSTEM", "1"),
         ("GIT_ATTR_NOSYSTEM", "1"),
@@ -216,16 +218,26 @@ fn driver_overrides(env: &dyn ExecutionEnvironment) -> Vec<String> {
         "{GIT_FUNCTION}git config -z --name-only --get-regexp '^(filter|diff|merge)[.]' 2>/dev/null\n"
     );
     let ignore_output = |_: OutputStream, _: &[u8]| {};
-    let Ok(result) = env.exec_command(&git_request(script, &[]), &ignore_output, &CancelToken::new())
-    else {
+    let Ok(result) = env.exec_command(
+        &git_request(script, &[]),
+        &ignore_output,
+        &CancelToken::new(),
+    ) else {
         return Vec::new();
     };
     let mut keys = Vec::new();
     for key in result.stdout.split('\0').filter(|k| !k.is_empty()) {
         let lower = key.to_ascii_lowercase();
-        let runs = [".clean", ".smudge", ".process", ".textconv", ".command", ".driver"]
-            .iter()
-            .any(|suffix| lower.ends_with(suffix));
+        let runs = [
+            ".clean",
+            ".smudge",
+            ".process",
+            ".textconv",
+            ".command",
+            ".driver",
+        ]
+        .iter()
+        .any(|suffix| lower.ends_with(suffix));
         if runs && !keys.iter().any(|k| k == key) {
             keys.push(key.to_string());
         }

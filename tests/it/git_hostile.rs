@@ -129,7 +129,13 @@ fn git_snapshot_runs_no_signature_program() {
     fs::write(&object, commit).unwrap();
     let id = git(
         &repo.repo,
-        &["hash-object", "-t", "commit", "-w", object.to_str().unwrap()],
+        &[
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            object.to_str().unwrap(),
+        ],
     );
     fs::remove_file(&object).unwrap();
     git(&repo.repo, &["update-ref", "refs/heads/main", &id]);

@@ -103,11 +103,17 @@ fn read_file_of_a_symlink_to_dev_zero_is_refused_in_bounded_memory() {
         let run = probe(&[operation, root, name]);
         assert!(
             run.stdout.contains("err refused to read")
-                && run.stdout.contains("it is a character device, not a regular file"),
+                && run
+                    .stdout
+                    .contains("it is a character device, not a regular file"),
             "{operation} {name}: {}",
             run.stdout
         );
-        assert!(run.peak_mib < CEILING_MIB, "{operation} {name}: {} MiB", run.peak_mib);
+        assert!(
+            run.peak_mib < CEILING_MIB,
+            "{operation} {name}: {} MiB",
+            run.peak_mib
+        );
     }
 }
 
@@ -115,14 +121,21 @@ fn read_file_of_a_symlink_to_dev_zero_is_refused_in_bounded_memory() {
 fn read_file_of_a_fifo_is_refused_without_blocking() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("pipe.txt");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
     let root = path_str(dir.path());
     symlink(&fifo, dir.path().join("link-to-pipe.txt")).unwrap();
     for operation in ["read_file", "read_bytes"] {
         for name in ["pipe.txt", "link-to-pipe.txt"] {
             let run = probe(&[operation, root, name]);
             assert!(
-                run.stdout.contains("it is a FIFO (named pipe), not a regular file"),
+                run.stdout
+                    .contains("it is a FIFO (named pipe), not a regular file"),
                 "{operation} {name}: {}",
                 run.stdout
             );
@@ -170,7 +183,9 @@ fn read_file_of_a_2_gib_sparse_file_stays_in_bounded_memory() {
     let run = probe(&["read_file", root, "sparse.dat"]);
     assert!(
         run.stdout.contains("err cannot read")
-            && run.stdout.contains("it is a binary file (2147483648 bytes)"),
+            && run
+                .stdout
+                .contains("it is a binary file (2147483648 bytes)"),
         "{}",
         run.stdout
     );
@@ -178,7 +193,9 @@ fn read_file_of_a_2_gib_sparse_file_stays_in_bounded_memory() {
     let run = probe(&["read_bytes", root, "sparse.dat"]);
     assert!(
         run.stdout.contains("err refused to read")
-            && run.stdout.contains("it is 2147483648 bytes, over the limit of 67108864 bytes"),
+            && run
+                .stdout
+                .contains("it is 2147483648 bytes, over the limit of 67108864 bytes"),
         "{}",
         run.stdout
     );
@@ -198,7 +215,11 @@ fn a_fifo_named_agents_md_does_not_block_the_session() {
     );
     symlink("/dev/zero", dir.path().join("CLAUDE.md")).unwrap();
     let run = probe(&["docs", path_str(dir.path()), "anthropic"]);
-    assert!(run.stdout.contains("ok files=0 text_bytes=0"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("ok files=0 text_bytes=0"),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stdout.contains("AGENTS.md: refused to read")
             && run.stdout.contains("it is a FIFO (named pipe)"),
@@ -225,7 +246,11 @@ fn a_huge_claude_md_is_read_only_to_the_budget_in_bounded_memory() {
         400 << 20,
     );
     let run = probe(&["docs", path_str(dir.path()), "anthropic"]);
-    assert!(run.stdout.contains("ok files=1 text_bytes="), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("ok files=1 text_bytes="),
+        "{}",
+        run.stdout
+    );
     let text_bytes: usize = run
         .stdout
         .split("text_bytes=")
@@ -256,21 +281,28 @@ fn ignore_files_that_are_fifos_or_links_to_dev_zero_do_not_block_grep_or_glob() 
     let run = probe(&["grep", path_str(root), "needle", "in-process"]);
     assert!(run.stdout.contains("ok matches=2"), "{}", run.stdout);
     assert!(run.peak_mib < CEILING_MIB, "{} MiB", run.peak_mib);
+    let run = probe(&["glob", path_str(root), "**/*.txt"]);
+    assert!(run.stdout.starts_with("ok "), "{}", run.stdout);
+    assert!(run.stdout.contains("a.txt") && run.stdout.contains("sub/b.txt"));
+    assert!(run.peak_mib < CEILING_MIB, "{} MiB", run.peak_mib);
     if have_ripgrep() {
         // ripgrep itself would wait on the FIFO for ever: the search goes on in process.
         let run = probe(&["grep", path_str(root), "needle", "auto"]);
         assert!(run.stdout.contains("ok matches=2"), "{}", run.stdout);
         let run = probe(&["grep", path_str(root), "needle", "ripgrep"]);
         assert!(
-            run.stdout.contains("err refused to run ripgrep: an ignore file"),
+            run.stdout
+                .contains("err refused to run ripgrep: an ignore file"),
             "{}",
             run.stdout
         );
+        // With the hostile ignore files gone, ripgrep runs.
+        fs::remove_file(root.join(".gitignore")).unwrap();
+        fs::remove_file(root.join("sub/.ignore")).unwrap();
+        let run = probe(&["grep", path_str(root), "needle", "ripgrep"]);
+        assert!(run.stdout.contains("ok matches=2"), "{}", run.stdout);
+        assert!(run.children_peak_mib > 0, "ripgrep ran");
     }
-    let run = probe(&["glob", path_str(root), "**/*.txt"]);
-    assert!(run.stdout.starts_with("ok "), "{}", run.stdout);
-    assert!(run.stdout.contains("a.txt") && run.stdout.contains("sub/b.txt"));
-    assert!(run.peak_mib < CEILING_MIB, "{} MiB", run.peak_mib);
 }
 
 /// Whether ripgrep is installed (CI installs it; a bare machine may not have it).
@@ -313,7 +345,11 @@ fn grep_on_a_huge_single_line_file_stays_in_bounded_memory() {
         run.stdout
     );
     assert!(run.stdout.contains("ok one-line.txt:2:needle again"));
-    assert!(run.peak_mib < CEILING_MIB, "in process: {} MiB", run.peak_mib);
+    assert!(
+        run.peak_mib < CEILING_MIB,
+        "in process: {} MiB",
+        run.peak_mib
+    );
     if have_ripgrep() {
         // ripgrep holds the whole line (over 400 MB): its memory is capped, it fails, and
         // the search goes on in process.
@@ -321,8 +357,8 @@ fn grep_on_a_huge_single_line_file_stays_in_bounded_memory() {
         assert!(run.stdout.contains("ok matches=2"), "{}", run.stdout);
         assert!(run.peak_mib < CEILING_MIB, "auto: {} MiB", run.peak_mib);
         assert!(
-            run.children_peak_mib < 300,
-            "ripgrep: {} MiB",
+            (1..300).contains(&run.children_peak_mib),
+            "ripgrep ran, within its limit: {} MiB",
             run.children_peak_mib
         );
     }
@@ -351,7 +387,11 @@ fn a_command_reading_proc_ppid_environ_sees_no_key() {
     assert!(!run.stdout.contains(key), "{}", run.stdout);
     assert!(!run.stdout.contains(token), "{}", run.stdout);
     let live = run.stdout.lines().find(|l| l.starts_with("live ")).unwrap();
-    let stdout = run.stdout.lines().find(|l| l.starts_with("ok stdout ")).unwrap();
+    let stdout = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("ok stdout "))
+        .unwrap();
     for shown in [live, stdout] {
         assert!(
             shown.contains("AGENTLOOP_PROBE_API_KEY=[REDACTED:AGENTLOOP_PROBE_API_KEY]")

@@ -68,6 +68,7 @@ impl DirRules {
                         *slot = Some(parsed);
                     }
                 }
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
                 Err(_) => {
                     if let Some(refused) = refused {
                         refused.set(true);
@@ -190,7 +191,15 @@ pub(crate) fn walk(
             let entered = options
                 .enter
                 .is_none_or(|enter| enter(&relative, depth + 1));
-            let child = || read_frame(&absolute, relative.len() + 1, depth + 1, in_repository, refused);
+            let child = || {
+                read_frame(
+                    &absolute,
+                    relative.len() + 1,
+                    depth + 1,
+                    in_repository,
+                    refused,
+                )
+            };
             match entered.then(child) {
                 Some(Ok(frame)) => {
                     relative.push('/');
