@@ -400,3 +400,38 @@ fn a_command_reading_proc_ppid_environ_sees_no_key() {
         );
     }
 }
+
+#[test]
+fn a_file_holding_a_key_reads_redacted_and_the_marker_is_never_written_back() {
+    use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
+    use std::collections::BTreeMap;
+
+    let dir = tempfile::tempdir().unwrap();
+    let key = "sk-test-abcdefghijklmnopqrstuvwxyz0123456789";
+    let base = BTreeMap::from([("PROBE_API_KEY".to_string(), key.to_string())]);
+    let env = LocalExecutionEnvironment::new(dir.path())
+        .with_base_env(base)
+        .with_secret("HOST_HELD", "held-outside-the-environment-42");
+    let text = format!("KEY={key}\nOTHER=held-outside-the-environment-42\n");
+    fs::write(dir.path().join(".env"), &text).unwrap();
+
+    let read = env.read_file(Path::new(".env"), None, None).unwrap();
+    assert_eq!(
+        read.text,
+        "KEY=[REDACTED:PROBE_API_KEY]\nOTHER=[REDACTED:HOST_HELD]\n"
+    );
+    let bytes = env.read_bytes(Path::new(".env")).unwrap();
+    assert_eq!(bytes, read.text.as_bytes());
+    let found = env
+        .grep("KEY=", Path::new("."), &Default::default())
+        .unwrap();
+    assert_eq!(found.matches[0].line, "KEY=[REDACTED:PROBE_API_KEY]");
+
+    // An edit that writes the redacted content back would replace the key: refused.
+    let edited = read.text.replace("OTHER", "RENAMED");
+    let error = env
+        .write_file(Path::new(".env"), edited.as_bytes())
+        .unwrap_err();
+    assert!(error.to_string().contains("holds `[REDACTED:"), "{error}");
+    assert_eq!(fs::read_to_string(dir.path().join(".env")).unwrap(), text);
+}
