@@ -1,6 +1,8 @@
 //! File operations of [`LocalExecutionEnvironment`](super::LocalExecutionEnvironment) on
 //! paths that are already resolved: text reads with line windows, atomic writes, listings.
 //!
+//! Reads open only regular files, non-blocking ([`open_regular`]), and are bounded: it
+//! never blocks on a FIFO or a device and never holds more than a capped part of a file.
 //! This module never spawns processes, never changes the process's working directory and
 //! never leaves a half-written file or a temporary file behind: a write goes to a temporary
 //! file in the target's directory and is renamed over the target only once it is complete
