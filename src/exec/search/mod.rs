@@ -22,7 +22,7 @@ mod prefilter;
 mod ripgrep;
 mod walk;
 
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +30,7 @@ use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::SystemTime;
 
+use super::files::open_regular;
 use super::{GrepBackend, GrepMatch, GrepOptions, GrepOutput};
 use globs::Glob;
 use ignore::GlobFilter;
@@ -145,7 +146,7 @@ fn search_one_file(
     path: &Path,
     wanted: usize,
 ) -> io::Result<Vec<GrepMatch>> {
-    let mut file = File::open(path).map_err(|error| not_found(path, error))?;
+    let mut file = open_regular(path)?;
     let mut lines = Vec::new();
     matcher.search(&mut file, &mut Vec::new(), wanted, &mut lines)?;
     let shown = path.to_string_lossy();
@@ -187,7 +188,9 @@ fn search_tree(
             lines.clear();
             // An unreadable file, or one that fails mid-way, keeps what was found (like
             // ripgrep with --no-messages).
-            if let Ok(mut file) = File::open(&absolute) {
+            // Opened non-blocking and only if still a regular file (the walk saw one,
+            // but it may have been replaced by a FIFO since).
+            if let Ok(mut file) = open_regular(&absolute) {
                 let _ = matcher.search(&mut file, &mut buffer, wanted, &mut lines);
             }
             let matches = lines
