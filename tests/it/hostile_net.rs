@@ -323,3 +323,146 @@ fn duplicate_tool_call_ids_never_produce_two_results_for_one_id() {
         .collect();
     assert!(outputs[0].to_string().contains("one") && outputs[1].to_string().contains("two"));
 }
+
+#[test]
+fn a_slow_event_reader_keeps_memory_bounded() {
+    use crate::support::turns::{chat_sse, function};
+    use serde_json::json;
+
+    // 256 MiB of command output while the reader of the CLI's stdout takes its time: the
+    // CLI's event loop is that slow reader, so its backlog is what is measured.
+    let command = "head -c 268435456 /dev/zero | tr '\\0' x; echo; echo finished";
+    let server = Server::start(vec![
+        Reply::sse(chat_sse(
+            "",
+            &[function("call_1", "shell", json!({ "command": command }))],
+        )),
+        Reply::sse(chat_sse("done", &[])),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut child = Command::new(example_binary("agent"))
+        .args([
+            "--json",
+            "--timeout-ms",
+            "120000",
+            "--provider",
+            "openai-chat",
+        ])
+        .arg("--base-url")
+        .arg(format!("{}/v1", server.url()))
+        .arg("--cwd")
+        .arg(work.path())
+        .arg("print a lot")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("OPENAI_API_KEY", support::FAKE_KEY)
+        .env("OPENAI_COMPATIBLE_API_KEY", support::FAKE_KEY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = thread::spawn(move || {
+        // About 16 MB/s at most: far slower than the command writes.
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut seen = Vec::new();
+        loop {
+            match stdout.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    // Keep only the lines that matter: markers and the end events.
+                    seen.extend_from_slice(&buf[..n]);
+                    if seen.len() > 8 * 1024 * 1024 {
+                        let keep = seen.split_off(seen.len() - 1024 * 1024);
+                        seen = keep;
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let (status, peak_kib) = wait_with_peak_rss(&mut child);
+    let tail = reader.join().unwrap();
+    assert_eq!(
+        status,
+        0,
+        "the run should complete: {}",
+        &tail[tail.len().saturating_sub(2000)..]
+    );
+    assert!(
+        tail.contains("tool_call_end") && tail.contains("finished"),
+        "no end"
+    );
+    assert!(
+        peak_kib < 96 * 1024,
+        "the agent peaked at {} MiB with a slow event reader",
+        peak_kib / 1024
+    );
+}
+
+#[test]
+fn skipped_output_is_marked_for_a_reader_that_fell_behind() {
+    use agentloop::exec::LocalExecutionEnvironment;
+    use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+    use agentloop::profiles::ProviderProfile;
+    use agentloop::session::{EventKind, Session, SessionConfig};
+    use serde_json::json;
+
+    // 32 MiB of output with nobody reading until the command is over.
+    let model = ScriptedModel::new(vec![
+        ScriptedTurn::tool_call(
+            "shell",
+            json!({"command": "head -c 33554432 /dev/zero | tr '\\0' y; echo; echo finished; touch ran.flag"}),
+        ),
+        ScriptedTurn::text("done"),
+    ]);
+    let profile = ProviderProfile::new("scripted", "scripted").with_tool(agentloop::tools::shell());
+    let dir = tempfile::tempdir().unwrap();
+    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let session = Session::new(
+        profile,
+        env,
+        Client::new().with_provider(model),
+        SessionConfig::default(),
+    )
+    .unwrap();
+    let events = session.events();
+    session.submit("go").unwrap();
+    session.close();
+    // Read nothing until the command has written everything.
+    let flag = dir.path().join("ran.flag");
+    let deadline = Instant::now() + GENEROUS;
+    while !flag.exists() {
+        assert!(Instant::now() < deadline, "the command did not finish");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let all: Vec<_> = events.collect();
+    let delivered: usize = all
+        .iter()
+        .map(|e| match &e.kind {
+            EventKind::ToolCallOutputDelta { delta, .. } => delta.len(),
+            _ => 0,
+        })
+        .sum();
+    let marked = all.iter().any(|e| {
+        matches!(&e.kind, EventKind::ToolCallOutputDelta { delta, .. }
+            if delta.contains("bytes of live output skipped"))
+    });
+    assert!(marked, "no marker for the skipped output");
+    assert!(
+        delivered < 8 * 1024 * 1024,
+        "{delivered} bytes of deltas were queued for a reader that read nothing"
+    );
+    let end = all
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolCallEnd { output, .. } => output.clone(),
+            _ => None,
+        })
+        .unwrap();
+    assert!(end.contains("finished"), "TOOL_CALL_END keeps the tail");
+}
