@@ -29,7 +29,14 @@ fn probe(args: &[&str]) -> Probe {
     probe_with_env(args, &[])
 }
 
+/// One probe at a time: each reads hundreds of megabytes, and running them all at once
+/// loads the machine enough to disturb the memory ceilings of other tests.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn probe_with_env(args: &[&str], vars: &[(&str, &str)]) -> Probe {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut child = Command::new(example_binary("hostile_probe"))
         .args(args)
         .envs(vars.iter().copied())
