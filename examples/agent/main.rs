@@ -14,6 +14,8 @@
 
 mod args;
 mod demo;
+mod mcp;
+mod remote;
 mod render;
 mod setup;
 mod signals;
@@ -24,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentloop::exec::LocalExecutionEnvironment;
+use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
 use agentloop::llm::ToolCall;
 use agentloop::session::{
     Approval, ApprovalResponder, CloseReason, EventKind, Events, RecvError, Session, SessionConfig,
@@ -93,13 +95,26 @@ fn run() -> i32 {
         Some(text)
     };
 
+    if setup.demo.is_some() && (options.remote.is_some() || options.remote_command.is_some()) {
+        return usage_error("the offline demo runs locally; --remote needs a real provider");
+    }
+    let remote = match remote::environment(&options) {
+        Ok(remote) => remote,
+        Err(err) => {
+            eprintln!("agent: {err}");
+            return EXIT_ERROR;
+        }
+    };
     let stdout_is_terminal = signals::is_terminal(io::stdout().as_raw_fd());
     let mut output = if options.json {
         Output::Json
     } else {
         let colour = stdout_is_terminal && std::env::var_os("NO_COLOR").is_none();
         let indicator = signals::is_terminal(io::stderr().as_raw_fd());
-        let cwd = setup.cwd.display().to_string();
+        let cwd = match &remote {
+            Some((_, header)) => header.clone(),
+            None => setup.cwd.display().to_string(),
+        };
         Output::Human(Box::new(Human::new(
             colour,
             indicator,
@@ -122,7 +137,8 @@ fn run() -> i32 {
         }
     }
 
-    let session = match start_session(&options, &setup) {
+    let env = remote.map(|(env, _)| env);
+    let session = match start_session(&options, &setup, env) {
         Ok(session) => Arc::new(session),
         Err(err) => {
             eprintln!("agent: {err}");
@@ -130,6 +146,15 @@ fn run() -> i32 {
         }
     };
     let mut events = session.events();
+    for line in mcp::header(&session) {
+        let shown = match &mut output {
+            Output::Human(human) => human.line(&line),
+            Output::Json => writeln!(io::stderr(), "{line}"),
+        };
+        if shown.is_err() {
+            return EXIT_ERROR;
+        }
+    }
     let control = Arc::new(Control {
         one_shot: prompt.is_some(),
         ..Control::default()
@@ -200,8 +225,12 @@ impl Run<'_> {
     }
 }
 
-fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<Session> {
-    let env = Arc::new(LocalExecutionEnvironment::new(&setup.cwd));
+fn start_session(
+    options: &Options,
+    setup: &setup::Setup,
+    remote: Option<Arc<dyn ExecutionEnvironment>>,
+) -> agentloop::Result<Session> {
+    let env = remote.unwrap_or_else(|| Arc::new(LocalExecutionEnvironment::new(&setup.cwd)));
     let mut config = SessionConfig::default()
         .with_max_turns(options.max_turns)
         .with_max_tool_rounds_per_input(options.max_rounds);
@@ -216,6 +245,13 @@ fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<S
     }
     if let Some(path) = &options.transcript {
         config = config.with_transcript(path);
+    }
+    if let Some(path) = &options.mcp_config {
+        for server in mcp::servers(path, &setup.cwd)
+            .map_err(|e| agentloop::Error::new(agentloop::ErrorKind::Configuration, e))?
+        {
+            config = config.with_mcp_server(server);
+        }
     }
     let (profile, client) = (setup.profile.clone(), setup.client.clone());
     match &options.resume {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::approval::{Approval, ApprovalHook};
 use crate::llm::ToolCall;
+use crate::mcp::McpServer;
 
 /// How a session behaves. Build with `SessionConfig::default()` and the `with_*` methods,
 /// or set the public fields.
@@ -77,6 +78,9 @@ pub struct SessionConfig {
     /// Whether the transcript also records every event (`{"type":"event"}` records), not
     /// only the history and the requests. Default `false`.
     pub transcript_events: bool,
+    /// MCP servers whose tools the session offers (see [`mcp`](crate::mcp)). Started in
+    /// parallel when the session starts; ended with it.
+    pub mcp_servers: Vec<McpServer>,
 }
 
 impl Default for SessionConfig {
@@ -97,6 +101,7 @@ impl Default for SessionConfig {
             allow_outside_working_dir: false,
             transcript_path: None,
             transcript_events: false,
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -119,6 +124,7 @@ impl fmt::Debug for SessionConfig {
             .field("allow_outside_working_dir", &self.allow_outside_working_dir)
             .field("transcript_path", &self.transcript_path)
             .field("transcript_events", &self.transcript_events)
+            .field("mcp_servers", &self.mcp_servers)
             .finish()
     }
 }
@@ -210,6 +216,12 @@ impl SessionConfig {
     /// Writes the session's transcript to `path` (see `transcript_path`).
     pub fn with_transcript(mut self, path: impl Into<PathBuf>) -> SessionConfig {
         self.transcript_path = Some(path.into());
+        self
+    }
+
+    /// Adds an MCP server (see [`mcp_servers`](Self::mcp_servers)).
+    pub fn with_mcp_server(mut self, server: McpServer) -> SessionConfig {
+        self.mcp_servers.push(server);
         self
     }
 

@@ -103,6 +103,8 @@ pub(crate) struct Worker {
     pub(crate) transcript: Option<Arc<TranscriptWriter>>,
     /// Warnings to emit right after `SESSION_START` (from resuming a transcript).
     pub(crate) startup_warnings: Vec<String>,
+    /// The session's MCP servers, registered into the tool registry before each input.
+    pub(crate) mcp: Option<Arc<Mutex<crate::mcp::McpServers>>>,
 }
 
 impl Worker {
@@ -224,6 +226,19 @@ impl Worker {
         });
     }
 
+    /// Waits for the MCP servers still starting (each at most its startup timeout),
+    /// registers their tools, re-lists changed ones, warns about failed ones.
+    fn prepare_mcp(&mut self) {
+        let Some(mcp) = &self.mcp else { return };
+        let warnings = lock(mcp).prepare(&mut self.profile.tool_registry);
+        for message in warnings {
+            self.events.emit(EventKind::Warning {
+                message,
+                code: "mcp".to_string(),
+            });
+        }
+    }
+
     fn push_turn(&mut self, turn: Turn) {
         if let Some(transcript) = &self.transcript {
             if let Some(failure) = transcript.turn(&turn) {
@@ -248,6 +263,7 @@ impl Worker {
 
         // Same bytes on every round of this input: the cacheable prefix.
         let system_prompt = self.profile.build_system_prompt(&*self.env);
+        self.prepare_mcp();
         let tools = self.profile.tools();
         let mut end = InputEnd {
             text: String::new(),
@@ -533,6 +549,9 @@ impl Worker {
         self.abort.cancel();
         // Step 6: close every subagent (each one's SESSION_END precedes ours).
         self.subagents.close_all();
+        if let Some(mcp) = &self.mcp {
+            lock(mcp).shutdown();
+        }
         if let Err(err) = self.env.cleanup() {
             self.events.emit(EventKind::Warning {
                 message: format!("the execution environment failed to clean up: {err}"),
