@@ -1,13 +1,15 @@
 //! File operations of [`LocalExecutionEnvironment`](super::LocalExecutionEnvironment) on
 //! paths that are already resolved: text reads with line windows, atomic writes, listings.
 //!
+//! Reads open only regular files, non-blocking ([`open_regular`]), and are bounded: it
+//! never blocks on a FIFO or a device and never holds more than a capped part of a file.
 //! This module never spawns processes, never changes the process's working directory and
 //! never leaves a half-written file or a temporary file behind: a write goes to a temporary
 //! file in the target's directory and is renamed over the target only once it is complete
 //! and flushed to disk.
 
 use std::ffi::OsString;
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
@@ -58,80 +60,288 @@ pub(crate) fn describe(err: io::Error, action: &str, path: &Path) -> io::Error {
     io::Error::new(err.kind(), message)
 }
 
-/// Reads all bytes of an opened regular file (`path` names it in messages).
-pub(crate) fn read_bytes(file: File, path: &Path) -> io::Result<Vec<u8>> {
+/// The most bytes [`read_bytes`] returns: a whole-file read (an image, an edit) of a larger
+/// file is refused before anything is read.
+pub(crate) const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The most bytes of text one [`read_text`] window holds. A window that would be longer
+/// (lines of many megabytes) stops here, part way through a line; the line count is still
+/// exact.
+pub(crate) const MAX_WINDOW_BYTES: usize = 8 * 1024 * 1024;
+
+/// Pieces in which [`read_text`] reads a file.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Opens `path` for reading only if it is a regular file (following symlinks): a FIFO, a
+/// socket, a device (`/dev/zero`, `/dev/urandom`, a terminal) or a directory is refused
+/// with a message that names what it is. The open itself is non-blocking, so a FIFO
+/// without a writer never waits; the type is checked on the opened descriptor (no race
+/// between a check and the open), and the descriptor is made blocking again for reading.
+/// Reads of paths the environment has not opened (ignore files, grep's files) go through
+/// here; the environment's own reads open beneath the working directory (non-blocking too)
+/// and pass the file to [`regular`].
+pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| describe(e, "read", path))?;
+    regular(file, path)
+}
+
+/// `file` (opened non-blocking) if it is a regular file, made blocking again for reading;
+/// else the refusal naming what it is (`path` names it in messages).
+pub(crate) fn regular(file: File, path: &Path) -> io::Result<File> {
+    use std::os::unix::io::AsRawFd;
+
     let meta = file.metadata().map_err(|e| describe(e, "read", path))?;
-    if meta.is_dir() {
-        return Err(error(
+    if !meta.is_file() {
+        return Err(not_regular(path, &meta));
+    }
+    super::process::clear_nonblocking(file.as_raw_fd()).map_err(|e| describe(e, "read", path))?;
+    Ok(file)
+}
+
+/// The refusal of a path that is not a regular file, naming what it is.
+fn not_regular(path: &Path, meta: &fs::Metadata) -> io::Error {
+    use std::os::unix::fs::FileTypeExt;
+
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        return error(
             io::ErrorKind::IsADirectory,
             format!(
                 "cannot read `{}`: it is a directory, not a file; list it instead",
                 path.display()
             ),
-        ));
+        );
     }
-    let mut bytes = Vec::new();
-    let mut file = file;
-    io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| describe(e, "read", path))?;
+    let what = if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    };
+    error(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "refused to read `{}`: it is {what}, not a regular file; only regular files are read",
+            path.display()
+        ),
+    )
+}
+
+/// Reads a whole regular file of at most `cap` bytes; a larger one is refused (before it is
+/// read when its size says so, and if it grows past `cap` while being read).
+pub(crate) fn read_regular_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    read_capped(open_regular(path)?, path, cap)
+}
+
+/// Reads a whole opened regular file of at most `cap` bytes (see [`read_regular_capped`]).
+fn read_capped(file: File, path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+
+    let size = file
+        .metadata()
+        .map_err(|e| describe(e, "read", path))?
+        .len();
+    let too_large = |size: u64| {
+        error(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "refused to read `{}` whole: it is {} bytes, over the limit of {} bytes; read \
+                 a part of it by lines instead",
+                path.display(),
+                size,
+                cap
+            ),
+        )
+    };
+    if size > cap {
+        return Err(too_large(size));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| describe(e, "read", path))?;
+    if bytes.len() as u64 > cap {
+        return Err(too_large(bytes.len() as u64));
+    }
     Ok(bytes)
 }
 
-/// Reads an opened text file and returns lines `offset..offset + limit` (1-based; `offset`
-/// 0 is treated as 1; no limit means to the end). An offset past the end gives empty text,
-/// with `total_lines` saying how long the file is. Invalid UTF-8 is replaced with U+FFFD; a
-/// file with a NUL byte in its first 8 KiB is binary and an `InvalidData` error.
+/// Reads all bytes of an opened file (opened non-blocking) if it is a regular file of at
+/// most [`MAX_READ_BYTES`]; `path` names it in messages.
+pub(crate) fn read_bytes(file: File, path: &Path) -> io::Result<Vec<u8>> {
+    read_capped(regular(file, path)?, path, MAX_READ_BYTES)
+}
+
+/// Reads an opened text file (opened non-blocking; refused unless regular) and returns lines `offset..offset + limit` (1-based; `offset` 0 is
+/// treated as 1; no limit means to the end). An offset past the end gives empty text, with
+/// `total_lines` saying how long the file is. Invalid UTF-8 is replaced with U+FFFD; a file
+/// with a NUL byte in its first 8 KiB is binary and an `InvalidData` error.
+///
+/// The file is streamed: memory holds the window (at most [`MAX_WINDOW_BYTES`]) and one
+/// read buffer, whatever the file's size. The lines after the window are only counted, up
+/// to the size the file had when it was opened (a file that keeps growing is not followed).
 pub(crate) fn read_text(
     file: File,
     path: &Path,
     offset: Option<usize>,
     limit: Option<usize>,
 ) -> io::Result<FileContent> {
-    let bytes = read_bytes(file, path)?;
-    if looks_binary(&bytes) {
-        return Err(error(
-            io::ErrorKind::InvalidData,
-            format!(
-                "cannot read `{}` as text: it is a binary file ({} bytes)",
-                path.display(),
-                bytes.len()
-            ),
-        ));
+    use std::io::Read;
+
+    let file = regular(file, path)?;
+    let size = file
+        .metadata()
+        .map_err(|e| describe(e, "read", path))?
+        .len();
+    let mut reader = file.take(size);
+    let mut buffer = vec![0; READ_CHUNK];
+    let mut window = LineWindow::new(offset.unwrap_or(1), limit, MAX_WINDOW_BYTES);
+    let mut first = true;
+    loop {
+        let (filled, eof) =
+            fill(&mut reader, &mut buffer).map_err(|e| describe(e, "read", path))?;
+        if first && looks_binary(&buffer[..filled]) {
+            return Err(error(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "cannot read `{}` as text: it is a binary file ({size} bytes)",
+                    path.display()
+                ),
+            ));
+        }
+        first = false;
+        window.feed(&buffer[..filled]);
+        if eof {
+            break;
+        }
     }
-    let (start, end, total_lines) = line_window(&bytes, offset.unwrap_or(1), limit);
+    let (text, total_lines) = window.finish();
     Ok(FileContent {
-        text: String::from_utf8_lossy(&bytes[start..end]).into_owned(),
-        size: bytes.len() as u64,
+        text: String::from_utf8(text)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        size,
         total_lines,
     })
 }
 
-/// Byte range of lines `first..first + limit` (1-based) and the file's line count. A line
-/// ends after `\n`; a last line without `\n` still counts.
-fn line_window(bytes: &[u8], first: usize, limit: Option<usize>) -> (usize, usize, usize) {
-    let first = first.max(1);
-    let last = limit.map(|n| first.saturating_add(n));
-    let mut line = 1; // the line that starts at `line_start`
-    let mut line_start = 0;
-    let mut start = if first == 1 { Some(0) } else { None };
-    let mut end = if last == Some(1) { Some(0) } else { None };
-    for nl in memchr::memchr_iter(b'\n', bytes) {
-        line += 1;
-        line_start = nl + 1;
-        if line == first {
-            start = Some(line_start);
-        }
-        if Some(line) == last {
-            end = Some(line_start);
+/// Reads until `buffer` is full or the reader is exhausted: (bytes read, reached the end).
+fn fill(reader: &mut impl io::Read, buffer: &mut [u8]) -> io::Result<(usize, bool)> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match reader.read(&mut buffer[filled..]) {
+            Ok(0) => return Ok((filled, true)),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
-    let total_lines = if line_start < bytes.len() {
-        line
-    } else {
-        line - 1
-    };
-    let start = start.unwrap_or(bytes.len()).min(bytes.len());
-    let end = end.unwrap_or(bytes.len()).max(start);
-    (start, end, total_lines)
+    Ok((filled, false))
+}
+
+/// Lines `first..first + limit` (1-based) of a byte stream fed in pieces, and its line
+/// count. A line ends after `\n`; a last line without `\n` still counts. The kept text
+/// stops at `cap` bytes.
+struct LineWindow {
+    first: usize,
+    /// The first line after the window, if the window has an end.
+    end: Option<usize>,
+    cap: usize,
+    /// The line the next byte belongs to.
+    line: usize,
+    text: Vec<u8>,
+    /// The last byte fed was a `\n` (or nothing was fed).
+    at_line_start: bool,
+    fed_any: bool,
+}
+
+impl LineWindow {
+    fn new(first: usize, limit: Option<usize>, cap: usize) -> LineWindow {
+        let first = first.max(1);
+        LineWindow {
+            first,
+            end: limit.map(|n| first.saturating_add(n)),
+            cap,
+            line: 1,
+            text: Vec::new(),
+            at_line_start: true,
+            fed_any: false,
+        }
+    }
+
+    fn in_window(&self) -> bool {
+        self.line >= self.first && self.end.is_none_or(|end| self.line < end)
+    }
+
+    fn past_window(&self) -> bool {
+        self.end.is_some_and(|end| self.line >= end)
+    }
+
+    fn keep(&mut self, bytes: &[u8]) {
+        let room = self.cap.saturating_sub(self.text.len());
+        self.text.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    fn feed(&mut self, mut bytes: &[u8]) {
+        let Some(&last) = bytes.last() else { return };
+        self.fed_any = true;
+        self.at_line_start = last == b'\n';
+        while !bytes.is_empty() {
+            if self.past_window() || self.text.len() >= self.cap {
+                // Only counting from here on.
+                self.line += memchr::memchr_iter(b'\n', bytes).count();
+                return;
+            }
+            if self.line < self.first {
+                // Skip to the window's first line without keeping anything.
+                let needed = self.first - self.line;
+                let mut newlines = memchr::memchr_iter(b'\n', bytes);
+                match newlines.nth(needed - 1) {
+                    Some(i) => {
+                        self.line = self.first;
+                        bytes = &bytes[i + 1..];
+                    }
+                    None => {
+                        self.line += memchr::memchr_iter(b'\n', bytes).count();
+                        return;
+                    }
+                }
+                continue;
+            }
+            debug_assert!(self.in_window());
+            match memchr::memchr(b'\n', bytes) {
+                Some(i) => {
+                    self.keep(&bytes[..=i]);
+                    self.line += 1;
+                    bytes = &bytes[i + 1..];
+                }
+                None => {
+                    self.keep(bytes);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The kept text and the number of lines.
+    fn finish(self) -> (Vec<u8>, usize) {
+        let total = if self.fed_any && !self.at_line_start {
+            self.line
+        } else {
+            self.line - 1
+        };
+        (self.text, total)
+    }
 }
 
 /// Where a write or removal may go: the root it is resolved beneath and the check the
@@ -360,28 +570,52 @@ pub(crate) fn list_directory(root: &Path, depth: usize) -> io::Result<Vec<DirEnt
 mod tests {
     use super::*;
 
-    fn window(text: &str, first: usize, limit: Option<usize>) -> (&str, usize) {
-        let (start, end, total) = line_window(text.as_bytes(), first, limit);
-        (&text[start..end], total)
+    /// The window fed whole, and fed one byte at a time and in pieces of 2 and 3 bytes
+    /// (which must all agree).
+    fn window(text: &str, first: usize, limit: Option<usize>) -> (String, usize) {
+        let whole = {
+            let mut w = LineWindow::new(first, limit, usize::MAX);
+            w.feed(text.as_bytes());
+            w.finish()
+        };
+        for piece in [1, 2, 3] {
+            let mut w = LineWindow::new(first, limit, usize::MAX);
+            for chunk in text.as_bytes().chunks(piece) {
+                w.feed(chunk);
+            }
+            assert_eq!(w.finish(), whole, "{text:?} in pieces of {piece}");
+        }
+        (String::from_utf8(whole.0).unwrap(), whole.1)
+    }
+
+    fn owned(pair: (&str, usize)) -> (String, usize) {
+        (pair.0.to_string(), pair.1)
     }
 
     #[test]
     fn line_windows_keep_line_endings_and_count_a_last_unterminated_line() {
-        assert_eq!(window("", 1, None), ("", 0));
-        assert_eq!(window("a", 1, None), ("a", 1));
-        assert_eq!(window("a\n", 1, None), ("a\n", 1));
-        assert_eq!(window("a\r\nb\r\nc", 2, Some(1)), ("b\r\n", 3));
-        assert_eq!(window("a\nb\nc\n", 2, None), ("b\nc\n", 3));
-        assert_eq!(window("a\nb\nc", 3, Some(5)), ("c", 3));
-        assert_eq!(window("a\nb\nc\n", 1, Some(2)), ("a\nb\n", 3));
-        assert_eq!(window("a\nb\n", 0, Some(1)), ("a\n", 2));
+        assert_eq!(window("", 1, None), owned(("", 0)));
+        assert_eq!(window("a", 1, None), owned(("a", 1)));
+        assert_eq!(window("a\n", 1, None), owned(("a\n", 1)));
+        assert_eq!(window("a\r\nb\r\nc", 2, Some(1)), owned(("b\r\n", 3)));
+        assert_eq!(window("a\nb\nc\n", 2, None), owned(("b\nc\n", 3)));
+        assert_eq!(window("a\nb\nc", 3, Some(5)), owned(("c", 3)));
+        assert_eq!(window("a\nb\nc\n", 1, Some(2)), owned(("a\nb\n", 3)));
+        assert_eq!(window("a\nb\n", 0, Some(1)), owned(("a\n", 2)));
     }
 
     #[test]
     fn line_windows_past_the_end_are_empty() {
-        assert_eq!(window("a\nb\n", 3, None), ("", 2));
-        assert_eq!(window("a\nb", 9, Some(2)), ("", 2));
-        assert_eq!(window("a\nb\n", 1, Some(0)), ("", 2));
+        assert_eq!(window("a\nb\n", 3, None), owned(("", 2)));
+        assert_eq!(window("a\nb", 9, Some(2)), owned(("", 2)));
+        assert_eq!(window("a\nb\n", 1, Some(0)), owned(("", 2)));
+    }
+
+    #[test]
+    fn a_window_stops_at_its_byte_cap_and_still_counts_every_line() {
+        let mut w = LineWindow::new(1, None, 5);
+        w.feed(b"abc\ndefgh\nij");
+        assert_eq!(w.finish(), (b"abc\nd".to_vec(), 3));
     }
 
     #[test]

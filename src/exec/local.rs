@@ -10,11 +10,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::redact::{Redactor, StreamRedactor};
 use super::{
     CommandRequest, DirEntry, EnvPolicy, ExecResult, ExecutionEnvironment, FileContent, FileStat,
-    GrepOptions, GrepOutput, OutputCallback, env, files, process, sandbox, search,
+    GrepOptions, GrepOutput, OutputCallback, OutputStream, env, files, process, sandbox, search,
 };
 use crate::cancel::CancelToken;
 use crate::exec::sandbox::{Sandbox, SandboxError};
@@ -45,6 +47,16 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 ///   first and last 1 MiB; the byte totals are exact.
 /// - **Environment**: commands get the base environment filtered by an [`EnvPolicy`] (by
 ///   default everything except secrets), plus the request's explicit variables.
+/// - **Secrets stay out of tool output**: every value the filter withheld as a secret (by
+///   name or by value, 8 bytes or longer), and every value given to
+///   [`with_secret`](Self::with_secret), is replaced by `[REDACTED:NAME]` in what this
+///   environment returns: command output (the live pieces too, also when a value is split
+///   between two pieces), `read_file` text, `read_bytes` content and grep lines. So a
+///   command that prints the agent's own environment (`tr '\0' '\n' < /proc/$PPID/environ`)
+///   shows no key. Writing a marker back (`write_file` content holding `[REDACTED:NAME]`) is
+///   refused, so an edit of a file that holds a secret never replaces the secret with its
+///   marker. Only literal occurrences are replaced: a command can still encode a secret
+///   it can read, so a host keeps keys out of the process environment (see the README).
 ///
 /// ```
 /// use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
@@ -81,6 +93,10 @@ pub struct LocalExecutionEnvironment {
     policy: EnvPolicy,
     /// `base_env` filtered by `policy`, recomputed whenever either changes.
     command_env: BTreeMap<String, String>,
+    /// Secrets given with `with_secret`, redacted besides the withheld ones.
+    extra_secrets: Vec<(String, String)>,
+    /// The values replaced in tool output, recomputed with `command_env`.
+    redactor: Arc<Redactor>,
     kill_grace: Duration,
     max_timeout: Duration,
     /// The sandbox resolved for the working directory; `None` is full access.
@@ -94,6 +110,7 @@ impl fmt::Debug for LocalExecutionEnvironment {
             .field("working_dir", &self.working_dir)
             .field("policy", &self.policy)
             .field("inherited_variables", &self.command_env.len())
+            .field("redacted_values", &self.redactor.len())
             .field("kill_grace", &self.kill_grace)
             .field("max_timeout", &self.max_timeout)
             .field("sandbox", &self.sandbox.as_ref().map(|a| &a.sandbox))
@@ -146,11 +163,14 @@ impl LocalExecutionEnvironment {
             .collect();
         let policy = EnvPolicy::default();
         let command_env = env::filter(&base_env, &policy);
+        let redactor = Arc::new(Redactor::for_environment(&base_env, &policy, &[]));
         Ok(LocalExecutionEnvironment {
             working_dir,
             base_env,
             policy,
             command_env,
+            extra_secrets: Vec::new(),
+            redactor,
             kill_grace: DEFAULT_KILL_GRACE,
             max_timeout: DEFAULT_MAX_TIMEOUT,
             sandbox: None,
@@ -198,6 +218,7 @@ impl LocalExecutionEnvironment {
     ) -> LocalExecutionEnvironment {
         self.command_env = env::filter(&base_env, &self.policy);
         self.base_env = base_env;
+        self.update_redactor();
         self
     }
 
@@ -217,7 +238,29 @@ impl LocalExecutionEnvironment {
     pub fn with_env_policy(mut self, policy: EnvPolicy) -> LocalExecutionEnvironment {
         self.command_env = env::filter(&self.base_env, &policy);
         self.policy = policy;
+        self.update_redactor();
         self
+    }
+
+    /// Adds a secret to redact from tool output as `[REDACTED:NAME]`: for a key the host
+    /// holds outside the process environment (read from a file, say). Values shorter than
+    /// 8 bytes are ignored.
+    pub fn with_secret(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> LocalExecutionEnvironment {
+        self.extra_secrets.push((name.into(), value.into()));
+        self.update_redactor();
+        self
+    }
+
+    fn update_redactor(&mut self) {
+        self.redactor = Arc::new(Redactor::for_environment(
+            &self.base_env,
+            &self.policy,
+            &self.extra_secrets,
+        ));
     }
 
     /// Sets how long a process group gets between SIGTERM and SIGKILL (default 2 s).
@@ -269,6 +312,23 @@ impl LocalExecutionEnvironment {
 
     /// Opens `path` for reading, resolved beneath its root (no symlink out of the working
     /// directory for a path inside it).
+    /// Refuses content holding a redaction marker: writing it back would replace the secret
+    /// the marker stands for.
+    fn refuse_markers(&self, path: &Path, content: &[u8]) -> io::Result<()> {
+        match self.redactor.marker_in(content) {
+            None => Ok(()),
+            Some(marker) => Err(files::error(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "refused to write `{}`: the content holds `{marker}`, which stands for a \
+                     secret hidden from tools; writing it would replace the secret in the \
+                     file. Change the file without that part (for example with a command)",
+                    path.display()
+                ),
+            )),
+        }
+    }
+
     fn open_for_read(&self, path: &Path) -> io::Result<(std::fs::File, PathBuf)> {
         let full = crate::exec::normalize(&self.resolve(path));
         let (root, relative) = self.read_root(&full);
@@ -338,15 +398,22 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         limit: Option<usize>,
     ) -> io::Result<FileContent> {
         let (file, shown) = self.open_for_read(path)?;
-        files::read_text(file, &shown, offset, limit)
+        let mut content = files::read_text(file, &shown, offset, limit)?;
+        self.redactor.in_place(&mut content.text);
+        Ok(content)
     }
 
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
         let (file, shown) = self.open_for_read(path)?;
-        files::read_bytes(file, &shown)
+        let bytes = files::read_bytes(file, &shown)?;
+        Ok(match self.redactor.bytes(&bytes) {
+            std::borrow::Cow::Borrowed(_) => bytes,
+            std::borrow::Cow::Owned(redacted) => redacted,
+        })
     }
 
     fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
+        self.refuse_markers(path, content)?;
         self.with_write_scope(path, |scope| files::write_atomic(scope, content, None))
     }
 
@@ -356,6 +423,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         content: &[u8],
         expected: &FileStat,
     ) -> io::Result<()> {
+        self.refuse_markers(path, content)?;
         self.with_write_scope(path, |scope| {
             files::write_atomic(scope, content, Some(expected))
         })
@@ -425,12 +493,49 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             timeout: request.timeout.min(self.max_timeout),
             kill_grace: self.kill_grace,
         };
-        process::run(&spec, on_output, cancel)
+        if self.redactor.is_empty() {
+            return process::run(&spec, on_output, cancel);
+        }
+        let redactor = &*self.redactor;
+        let streams = [
+            Mutex::new(StreamRedactor::default()),
+            Mutex::new(StreamRedactor::default()),
+        ];
+        let index = |stream| match stream {
+            OutputStream::Stdout => 0,
+            OutputStream::Stderr => 1,
+        };
+        let redacting = |stream: OutputStream, piece: &[u8]| {
+            let mut state = streams[index(stream)]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let shown = state.push(redactor, piece);
+            if !shown.is_empty() {
+                on_output(stream, &shown);
+            }
+        };
+        let mut result = process::run(&spec, &redacting, cancel)?;
+        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            let rest = streams[index(stream)]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .finish();
+            if !rest.is_empty() {
+                on_output(stream, &rest);
+            }
+        }
+        redactor.in_place(&mut result.stdout);
+        redactor.in_place(&mut result.stderr);
+        Ok(result)
     }
 
     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
         self.open_path(path)?;
-        search::grep(pattern, &self.resolve(path), options)
+        let mut output = search::grep(pattern, &self.resolve(path), options)?;
+        for found in &mut output.matches {
+            self.redactor.in_place(&mut found.line);
+        }
+        Ok(output)
     }
 
     fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {

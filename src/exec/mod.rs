@@ -20,6 +20,7 @@ mod files;
 mod forward;
 mod local;
 mod process;
+mod redact;
 pub mod remote;
 mod sandbox;
 mod search;

@@ -499,6 +499,43 @@ pub(super) fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
     ready > 0
 }
 
+/// Makes the child of `command` fail its allocations past `bytes` of data memory
+/// (`RLIMIT_DATA`: heap and private mappings), so that a helper such as `rg` given a
+/// hostile input (a 300 MB line) ends with an error instead of taking the machine's memory.
+pub(super) fn limit_child_data(command: &mut Command, bytes: u64) {
+    let limit = libc::rlimit {
+        rlim_cur: bytes as libc::rlim_t,
+        rlim_max: bytes as libc::rlim_t,
+    };
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // setrlimit(2), which is async-signal-safe, with a value it owns; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_DATA, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+/// Clears `O_NONBLOCK` on `fd` (an open file `files::open_regular` opened non-blocking so
+/// that opening a FIFO or device never waits), keeping its other status flags.
+pub(super) fn clear_nonblocking(fd: libc::c_int) -> io::Result<()> {
+    // SAFETY: F_GETFL and F_SETFL only read and set the status flags of `fd`, an open
+    // descriptor the caller owns for the whole call; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The first [`HEAD_CAPTURE`] and the last [`TAIL_CAPTURE`] bytes of a stream, and its
 /// exact length.
 /// Whether command output carries the message of a refused operation (`EACCES`, `EPERM`,

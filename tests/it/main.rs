@@ -15,6 +15,8 @@ mod exec_process;
 mod exec_symlinks;
 mod firsthour_api;
 mod gemini;
+mod git_hostile;
+mod hostile_files;
 mod hostile_net;
 mod invariants;
 mod llamacpp;
