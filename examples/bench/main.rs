@@ -4,7 +4,7 @@
 //! Each section lives in its own file and returns rows for the table. Sections measure and
 //! never assert; targets are printed beside the figures. `e2e` and `size` build the
 //! `agent` example with cargo first (`size` runs two `min-size` builds, a few minutes from
-//! scratch).
+//! scratch). `scale N` runs the `scale` section with N sessions (default 300).
 
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ mod mcp;
 mod prompt;
 mod remote;
 mod sandbox;
+mod scale;
 mod size;
 mod sse;
 mod subagents;
@@ -68,6 +69,7 @@ const SECTIONS: &[Section] = &[
     ("sandbox", sandbox::run),
     ("mcp", mcp::run),
     ("remote", remote::run),
+    ("scale", scale::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.
@@ -96,7 +98,14 @@ fn main() {
     if wanted.first().is_some_and(|a| a == e2e::SPAWNER) {
         std::process::exit(e2e::spawner_main(args));
     }
-    let wanted: Vec<String> = wanted.into_iter().chain(args).collect();
+    let mut wanted: Vec<String> = wanted.into_iter().chain(args).collect();
+    // `scale N`: a number after `scale` is its session count, not a section.
+    if let Some(at) = wanted.iter().position(|w| w == "scale")
+        && let Some(n) = wanted.get(at + 1).and_then(|n| n.parse::<usize>().ok())
+    {
+        scale::set_sessions(n);
+        wanted.remove(at + 1);
+    }
     if let Some(unknown) = wanted
         .iter()
         .find(|w| !SECTIONS.iter().any(|(n, _)| n == w))

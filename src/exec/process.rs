@@ -10,10 +10,10 @@
 //!
 //! 1. The shell runs as `/bin/bash -c COMMAND` (`/bin/sh` without bash) with
 //!    `process_group(0)`, so it and everything it starts share a process group whose id is
-//!    the shell's pid. Two named reader threads `poll(2)` the stdout and stderr pipes with a
-//!    short timeout before each read, so they can always be told to stop.
+//!    the shell's pid. One named reader thread `poll(2)`s the stdout and stderr pipes together
+//!    with a short timeout before each read, so it can always be told to stop.
 //! 2. The calling thread polls the shell with `try_wait` (0.25 ms, doubling to 20 ms)
-//!    and between polls waits on a channel that a reader reaching end-of-file (usually
+//!    and between polls waits on a channel that the reader seeing a pipe's end-of-file (usually
 //!    the shell exiting) or a cancel (through a callback on the token) wakes at once. We
 //!    poll rather than use the wait-timeout crate, whose SIGCHLD handler would be a
 //!    process-wide signal handler; this way the library installs none.
@@ -66,6 +66,10 @@ const MIN_POLL: Duration = Duration::from_micros(250);
 const MAX_POLL: Duration = Duration::from_millis(20);
 /// Read buffer per stream.
 const CHUNK: usize = 64 * 1024;
+/// Stack of the output reader thread: it keeps its buffer on the heap and calls the host's
+/// output callback (the session's emits an event), so 256 KiB is ample; the default 2 MiB is
+/// address space reserved per running command.
+const READER_STACK: usize = 256 * 1024;
 
 /// What to run and how.
 pub(crate) struct Spawn<'a> {
@@ -150,26 +154,21 @@ pub(crate) fn run(
     });
     thread::scope(|scope| {
         let stop = &stop;
-        let out_wake = wake_tx.clone();
-        let out_reader = thread::Builder::new()
-            .name("agentloop-exec-stdout".into())
+        // One thread reads both pipes (poll(2) on the two fds): a running command costs
+        // its session one thread, not two. Small stack: it holds a 64 KiB heap buffer only.
+        let reader = thread::Builder::new()
+            .name("agentloop-exec-output".into())
+            .stack_size(READER_STACK)
             .spawn_scoped(scope, move || {
-                read_pipe(stdout, OutputStream::Stdout, on_output, stop, out_wake)
+                read_pipes([as_file(stdout), as_file(stderr)], on_output, stop, wake_tx)
             });
-        let err_reader = thread::Builder::new()
-            .name("agentloop-exec-stderr".into())
-            .spawn_scoped(scope, move || {
-                read_pipe(stderr, OutputStream::Stderr, on_output, stop, wake_tx)
-            });
-        let (out_reader, err_reader) = match (out_reader, err_reader) {
-            (Ok(out), Ok(err)) => (out, err),
-            (out, err) => {
-                // `group` kills the command when dropped; readers that did start stop.
+        let reader = match reader {
+            Ok(reader) => reader,
+            Err(e) => {
+                // `group` kills the command when dropped.
                 stop.store(true, Ordering::SeqCst);
-                let failed = out.as_ref().err().or(err.as_ref().err());
-                let reason = failed.map(ToString::to_string).unwrap_or_default();
                 return Err(io::Error::other(format!(
-                    "failed to start an output reader thread: {reason}"
+                    "failed to start the output reader thread: {e}"
                 )));
             }
         };
@@ -190,8 +189,7 @@ pub(crate) fn run(
         let escaped_processes = pipes.open > 0 && !group.has_live_members();
         stop.store(true, Ordering::SeqCst);
 
-        let stdout = join_reader(out_reader);
-        let stderr = join_reader(err_reader);
+        let [stdout, stderr] = join_reader(reader);
         let status = group.status;
         let sandbox_denied = spec.sandbox.is_some()
             && status.is_some_and(|s| !s.success())
@@ -215,7 +213,7 @@ pub(crate) fn run(
     })
 }
 
-fn join_reader(handle: thread::ScopedJoinHandle<'_, Capture>) -> Capture {
+fn join_reader(handle: thread::ScopedJoinHandle<'_, [Capture; 2]>) -> [Capture; 2] {
     match handle.join() {
         Ok(capture) => capture,
         // The host's output callback panicked: the command is already cleaned up, so pass
@@ -452,38 +450,65 @@ fn parse_stat(stat: &[u8]) -> Option<(u8, libc::pid_t)> {
     Some((state, pgrp))
 }
 
-/// Reads one pipe until end-of-file or `stop`, forwarding chunks and keeping a capture.
-/// Sends [`Wake::Eof`] when it reached end-of-file.
-fn read_pipe<P: Read + AsRawFd>(
-    mut pipe: P,
-    stream: OutputStream,
+/// A pipe end as a plain file, so both pipes fit one array.
+fn as_file(pipe: impl Into<std::os::fd::OwnedFd>) -> std::fs::File {
+    std::fs::File::from(pipe.into())
+}
+
+/// Reads stdout and stderr (in that order) until both reach end-of-file or `stop`,
+/// forwarding chunks and keeping a capture of each. Sends one [`Wake::Eof`] per pipe that
+/// reached end-of-file.
+
+fn read_pipes(
+    mut pipes: [std::fs::File; 2],
     on_output: OutputCallback<'_>,
     stop: &AtomicBool,
     wake: Sender<Wake>,
-) -> Capture {
-    let mut capture = Capture::default();
+) -> [Capture; 2] {
+    const STREAMS: [OutputStream; 2] = [OutputStream::Stdout, OutputStream::Stderr];
+    let mut captures = [Capture::default(), Capture::default()];
+    let mut open = [true, true];
     let mut buf = vec![0u8; CHUNK];
-    while !stop.load(Ordering::SeqCst) {
-        if !readable(pipe.as_raw_fd(), READER_POLL_MS) {
-            continue;
-        }
-        match pipe.read(&mut buf) {
-            Ok(0) => {
-                let _ = wake.send(Wake::Eof);
-                break;
+    while open.contains(&true) && !stop.load(Ordering::SeqCst) {
+        let ready = readable_of(&pipes, open, READER_POLL_MS);
+        for i in 0..2 {
+            if !ready[i] {
+                continue;
             }
-            Ok(n) => {
-                on_output(stream, &buf[..n]);
-                capture.push(&buf[..n]);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => {
-                let _ = wake.send(Wake::Eof);
-                break;
+            match pipes[i].read(&mut buf) {
+                Ok(n) if n > 0 => {
+                    on_output(STREAMS[i], &buf[..n]);
+                    captures[i].push(&buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // End-of-file or a read error: this pipe is done.
+                _ => {
+                    open[i] = false;
+                    let _ = wake.send(Wake::Eof);
+                }
             }
         }
     }
-    capture
+    captures
+}
+
+/// Waits up to `timeout_ms` for any of the `open` pipes to have data or reach end-of-file;
+/// returns which are ready.
+fn readable_of(pipes: &[std::fs::File; 2], open: [bool; 2], timeout_ms: libc::c_int) -> [bool; 2] {
+    // A negative fd is ignored by poll(2): a closed pipe is left out that way.
+    let mut pfds = [0, 1].map(|i| libc::pollfd {
+        fd: if open[i] { pipes[i].as_raw_fd() } else { -1 },
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    // SAFETY: `pfds` is an array of two valid, writable pollfds that lives across the call,
+    // its length is passed as the count, and each non-negative fd is an open pipe owned by
+    // the calling reader for the whole call.
+    let ready = unsafe { libc::poll(pfds.as_mut_ptr(), 2, timeout_ms) };
+    if ready <= 0 {
+        return [false, false];
+    }
+    pfds.map(|p| p.revents != 0)
 }
 
 /// Waits up to `timeout_ms` for `fd` to have data or reach end-of-file.

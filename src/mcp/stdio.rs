@@ -118,6 +118,8 @@ pub(crate) fn connect(server: &McpServer, command: &str) -> io::Result<Connectio
     };
     let writer = thread::Builder::new()
         .name(format!("agentloop-mcp-w-{}", server.name))
+        // It only writes queued lines; the default 2 MiB would be address space idle.
+        .stack_size(64 * 1024)
         .spawn(move || write_lines(stdin, &queue));
     match writer {
         Ok(handle) => lock(&transport.threads).push(handle),

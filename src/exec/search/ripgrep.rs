@@ -191,6 +191,8 @@ pub(crate) fn grep(rg: &Path, root: &Path, search: &Search<'_>) -> Result<Vec<Gr
     };
     let stderr_reader = thread::Builder::new()
         .name("agentloop-rg-stderr".into())
+        // It copies through an 8 KiB buffer; the default 2 MiB would be address space idle.
+        .stack_size(64 * 1024)
         .spawn(move || read_stderr(stderr));
     let read = read_matches(stdout, search.wanted);
     let enough = matches!(&read, Ok(found) if found.len() >= search.wanted);

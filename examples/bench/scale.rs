@@ -1,0 +1,227 @@
+//! Bench section `scale`: N concurrent sessions in one process (`-- scale N`, default 300),
+//! each with the scripted model and 20 real shell rounds, its events consumed by a few host
+//! threads. Reports wall time, peak RSS and threads (sampled from `/proc/self/status`),
+//! what is left after every session drops (threads, RSS, child processes) and failures.
+//! Measures; never asserts.
+
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use agentloop::exec::LocalExecutionEnvironment;
+use agentloop::llm::Client;
+use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::profiles::ProviderProfile;
+use agentloop::session::{EventKind, Events, Session, SessionConfig, StopReason};
+use agentloop::tools;
+use serde_json::json;
+
+use crate::Row;
+
+const DEFAULT_SESSIONS: usize = 300;
+const ROUNDS: usize = 20;
+/// Host threads reading the sessions' events (each reads its share, one session at a time).
+const CONSUMERS: usize = 4;
+
+static SESSIONS: OnceLock<usize> = OnceLock::new();
+
+/// Sets N (from `-- scale N`); the first call wins.
+pub fn set_sessions(n: usize) {
+    let _ = SESSIONS.set(n);
+}
+
+fn row(name: impl Into<String>, value: String, target: &str) -> Row {
+    Row {
+        section: "scale",
+        name: name.into(),
+        value,
+        target: target.to_string(),
+    }
+}
+
+/// A `Key:   123 kB` field of `/proc/self/status`, in its own unit (kB or a count).
+fn status(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Child processes of this process: the `children` lists of all its threads.
+fn children() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .count()
+        })
+        .sum()
+}
+
+fn session(dir: &std::path::Path) -> (Session, Events) {
+    let mut turns: Vec<ScriptedTurn> = (0..ROUNDS)
+        .map(|r| ScriptedTurn::tool_call("shell", json!({"command": format!("echo round {r}")})))
+        .collect();
+    turns.push(ScriptedTurn::text("done"));
+    let profile = ProviderProfile::new("scripted", "scripted-model").with_tool(tools::shell());
+    let client = Client::new().with_provider(ScriptedModel::new(turns));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir).unwrap());
+    let session = Session::new(profile, env, client, SessionConfig::default()).unwrap();
+    let events = session.events();
+    (session, events)
+}
+
+/// Reads one session's events to its `ProcessingEnd`: whether it completed all rounds,
+/// every shell call succeeding.
+fn consume(events: &mut Events) -> bool {
+    let mut ok_calls = 0;
+    for event in events.by_ref() {
+        match event.kind {
+            EventKind::ToolCallEnd { is_error, .. } if !is_error => ok_calls += 1,
+            EventKind::ProcessingEnd {
+                stop_reason,
+                rounds,
+            } => {
+                return matches!(stop_reason, StopReason::Completed)
+                    && rounds == ROUNDS
+                    && ok_calls == ROUNDS;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+pub fn run() -> Vec<Row> {
+    let n = *SESSIONS.get_or_init(|| DEFAULT_SESSIONS);
+    let dir = tempfile::tempdir().unwrap();
+    let threads_before = status("Threads:");
+    let rss_before = status("VmRSS:");
+    let peak_threads = AtomicUsize::new(0);
+    let peak_children = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    let completed = AtomicUsize::new(0);
+    let started = Instant::now();
+    let mut wall = Duration::ZERO;
+    let mut live = Vec::with_capacity(n);
+    thread::scope(|s| {
+        thread::Builder::new()
+            .name("bench-sampler".into())
+            .spawn_scoped(s, || {
+                while !done.load(Ordering::SeqCst) {
+                    peak_threads.fetch_max(status("Threads:") as usize, Ordering::SeqCst);
+                    peak_children.fetch_max(children(), Ordering::SeqCst);
+                    thread::sleep(Duration::from_millis(20));
+                }
+            })
+            .unwrap();
+        for _ in 0..n {
+            let (session, events) = session(dir.path());
+            session.submit("run the rounds").unwrap();
+            live.push((session, Some(events)));
+        }
+        let mut shares: Vec<Vec<Events>> = (0..CONSUMERS).map(|_| Vec::new()).collect();
+        for (i, (_, events)) in live.iter_mut().enumerate() {
+            shares[i % CONSUMERS].push(events.take().unwrap());
+        }
+        let consumers: Vec<_> = shares
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut share)| {
+                let completed = &completed;
+                thread::Builder::new()
+                    .name(format!("bench-consumer-{i}"))
+                    .spawn_scoped(s, move || {
+                        for events in &mut share {
+                            if consume(events) {
+                                completed.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                    })
+                    .unwrap()
+            })
+            .collect();
+        for consumer in consumers {
+            consumer.join().unwrap();
+        }
+        wall = started.elapsed();
+        done.store(true, Ordering::SeqCst);
+    });
+    let peak_rss = status("VmHWM:");
+    let dropping = Instant::now();
+    drop(live);
+    let dropped = dropping.elapsed();
+    // Give exited threads a moment to leave /proc (joined threads are gone already).
+    thread::sleep(Duration::from_millis(100));
+    let threads_after = status("Threads:");
+    let rss_after = status("VmRSS:");
+    let children_after = children();
+    let completed = completed.load(Ordering::SeqCst);
+    let peak_threads = peak_threads.load(Ordering::SeqCst);
+    // The host's own threads at the peak: main, the sampler and the consumers.
+    let host_threads = threads_before as usize + 1 + CONSUMERS;
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    vec![
+        row(
+            format!("{n} sessions × {ROUNDS} shell rounds: wall time"),
+            format!(
+                "{:.2} s ({:.0} rounds/s)",
+                wall.as_secs_f64(),
+                (n * ROUNDS) as f64 / wall.as_secs_f64()
+            ),
+            "",
+        ),
+        row("failed sessions", (n - completed).to_string(), "0"),
+        row(
+            "peak RSS (VmHWM); RSS before",
+            format!("{:.1} MiB; {:.1} MiB", mib(peak_rss), mib(rss_before)),
+            "≤ 1 GiB at 1,000",
+        ),
+        row(
+            "peak RSS per session (above RSS before)",
+            format!(
+                "{:.0} KiB",
+                peak_rss.saturating_sub(rss_before) as f64 / n as f64
+            ),
+            "",
+        ),
+        row(
+            format!("peak threads (host's own: {host_threads})"),
+            peak_threads.to_string(),
+            "",
+        ),
+        row(
+            "peak threads per session (host's own excluded)",
+            format!(
+                "{:.2}",
+                peak_threads.saturating_sub(host_threads) as f64 / n as f64
+            ),
+            "≤ 2 at 300",
+        ),
+        row(
+            "peak child processes",
+            peak_children.load(Ordering::SeqCst).to_string(),
+            "",
+        ),
+        row(
+            "dropping all sessions",
+            format!("{:.0} ms", dropped.as_secs_f64() * 1e3),
+            "",
+        ),
+        row(
+            "after drop: threads (before), child processes",
+            format!("{threads_after} ({threads_before}), {children_after}"),
+            "same as before, 0",
+        ),
+        row("after drop: RSS", format!("{:.1} MiB", mib(rss_after)), ""),
+    ]
+}
