@@ -1,7 +1,8 @@
 //! Bench section `scale`: N concurrent sessions in one process (`-- scale N`, default 300),
-//! each with the scripted model and 20 real shell rounds, its events consumed by a few host
-//! threads. Reports wall time, peak RSS and threads (sampled from `/proc/self/status`),
-//! what is left after every session drops (threads, RSS, child processes) and failures.
+//! each with the scripted model and 20 real shell rounds, its events consumed as they come
+//! by a few host threads (round-robin, `try_next`). Reports wall time, peak RSS and
+//! threads (sampled from `/proc/self/status`), what is left after every session drops
+//! (threads, RSS, child processes) and failures.
 //! Measures; never asserts.
 
 use std::sync::Arc;
@@ -80,25 +81,55 @@ fn session(dir: &std::path::Path) -> (Session, Events) {
     (session, events)
 }
 
-/// Reads one session's events to its `ProcessingEnd`: whether it completed all rounds,
-/// every shell call succeeding.
-fn consume(events: &mut Events) -> bool {
-    let mut ok_calls = 0;
-    for event in events.by_ref() {
-        match event.kind {
-            EventKind::ToolCallEnd { is_error, .. } if !is_error => ok_calls += 1,
-            EventKind::ProcessingEnd {
-                stop_reason,
-                rounds,
-            } => {
-                return matches!(stop_reason, StopReason::Completed)
-                    && rounds == ROUNDS
-                    && ok_calls == ROUNDS;
+/// One session's event stream as a consumer sees it.
+struct Reading {
+    events: Events,
+    ok_calls: usize,
+    /// `Some(completed)` once its `ProcessingEnd` was read.
+    ended: Option<bool>,
+}
+
+impl Reading {
+    /// Reads what is buffered; returns whether anything was.
+    fn drain(&mut self) -> bool {
+        let mut read = false;
+        while self.ended.is_none() {
+            let Some(event) = self.events.try_next() else {
+                break;
+            };
+            read = true;
+            match event.kind {
+                EventKind::ToolCallEnd { is_error, .. } if !is_error => self.ok_calls += 1,
+                EventKind::ProcessingEnd {
+                    stop_reason,
+                    rounds,
+                } => {
+                    self.ended = Some(
+                        matches!(stop_reason, StopReason::Completed)
+                            && rounds == ROUNDS
+                            && self.ok_calls == ROUNDS,
+                    );
+                }
+                _ => {}
             }
-            _ => {}
+        }
+        read
+    }
+}
+
+/// Reads its share of the sessions round-robin (so no session's events pile up) until
+/// every one ended; returns how many completed all rounds.
+fn consume(mut share: Vec<Reading>) -> usize {
+    while share.iter().any(|r| r.ended.is_none()) {
+        let mut read = false;
+        for reading in &mut share {
+            read |= reading.drain();
+        }
+        if !read {
+            thread::sleep(Duration::from_millis(1));
         }
     }
-    false
+    share.iter().filter(|r| r.ended == Some(true)).count()
 }
 
 pub fn run() -> Vec<Row> {
@@ -129,23 +160,23 @@ pub fn run() -> Vec<Row> {
             session.submit("run the rounds").unwrap();
             live.push((session, Some(events)));
         }
-        let mut shares: Vec<Vec<Events>> = (0..CONSUMERS).map(|_| Vec::new()).collect();
+        let mut shares: Vec<Vec<Reading>> = (0..CONSUMERS).map(|_| Vec::new()).collect();
         for (i, (_, events)) in live.iter_mut().enumerate() {
-            shares[i % CONSUMERS].push(events.take().unwrap());
+            shares[i % CONSUMERS].push(Reading {
+                events: events.take().unwrap(),
+                ok_calls: 0,
+                ended: None,
+            });
         }
         let consumers: Vec<_> = shares
             .into_iter()
             .enumerate()
-            .map(|(i, mut share)| {
+            .map(|(i, share)| {
                 let completed = &completed;
                 thread::Builder::new()
                     .name(format!("bench-consumer-{i}"))
                     .spawn_scoped(s, move || {
-                        for events in &mut share {
-                            if consume(events) {
-                                completed.fetch_add(1, Ordering::SeqCst);
-                            }
-                        }
+                        completed.fetch_add(consume(share), Ordering::SeqCst);
                     })
                     .unwrap()
             })
@@ -157,6 +188,7 @@ pub fn run() -> Vec<Row> {
         done.store(true, Ordering::SeqCst);
     });
     let peak_rss = status("VmHWM:");
+    let peak_virtual = status("VmPeak:");
     let dropping = Instant::now();
     drop(live);
     let dropped = dropping.elapsed();
@@ -185,6 +217,11 @@ pub fn run() -> Vec<Row> {
             "peak RSS (VmHWM); RSS before",
             format!("{:.1} MiB; {:.1} MiB", mib(peak_rss), mib(rss_before)),
             "≤ 1 GiB at 1,000",
+        ),
+        row(
+            "peak virtual memory (VmPeak: thread stacks reserved, mostly untouched)",
+            format!("{:.0} MiB", mib(peak_virtual)),
+            "",
         ),
         row(
             "peak RSS per session (above RSS before)",
