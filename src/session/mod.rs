@@ -87,10 +87,12 @@ mod approval;
 mod config;
 mod events;
 mod history;
+mod hooks;
 mod loop_detection;
 mod time;
 mod tool_round;
 pub mod transcript;
+mod usage;
 mod worker;
 
 pub use approval::{Approval, ApprovalHook, ApprovalResponder};
@@ -101,6 +103,7 @@ pub use events::{
 pub use history::{
     AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
+pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 
 use events::Listeners;
 pub(crate) use events::{EventSink, Forward};
@@ -124,8 +127,15 @@ pub struct Outcome {
     pub stop_reason: StopReason,
     /// Tool rounds run, over every input processed.
     pub rounds: usize,
-    /// Token counts summed over every model call.
+    /// Token counts summed over every model call (with cache and reasoning tokens where
+    /// the provider reports them).
     pub usage: Usage,
+    /// What those calls cost in US dollars, when every call's model has a price in
+    /// [`SessionConfig::prices`]; `None` otherwise.
+    pub cost_usd: Option<f64>,
+    /// The reason a `user_prompt_submit` hook gave for blocking the last input, when
+    /// `stop_reason` is `Blocked`.
+    pub blocked: Option<String>,
     /// Inputs processed: the submitted one plus the follow-ups that ran after it.
     pub inputs: usize,
     /// The provider error that ended the last input, when `stop_reason` is `Error`.
@@ -328,9 +338,14 @@ impl Session {
         mut profile: ProviderProfile,
         env: Arc<dyn ExecutionEnvironment>,
         client: Client,
-        config: SessionConfig,
+        mut config: SessionConfig,
         start: Start,
     ) -> Result<Session> {
+        // The approval policy is one pre_tool_use hook, after the host's own (subagents
+        // get the converted config, so it is converted once).
+        if let Some(approval) = config.approval.take() {
+            config.hooks = std::mem::take(&mut config.hooks).with_approval(approval);
+        }
         if start.depth >= config.max_subagent_depth {
             crate::subagent::remove_tools(&mut profile.tool_registry);
         }
@@ -376,6 +391,7 @@ impl Session {
             context_warned: false,
             transcript: start.transcript,
             startup_warnings: start.warnings,
+            totals: Default::default(),
         };
         let handle = thread::Builder::new()
             .name(format!("agentloop-session-{short_id}"))
