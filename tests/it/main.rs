@@ -10,6 +10,7 @@ mod exec_env;
 mod exec_files;
 mod exec_process;
 mod gemini;
+mod hooks;
 mod invariants;
 mod openai;
 mod openai_chat;
