@@ -9,6 +9,7 @@ mod examples;
 mod exec_env;
 mod exec_files;
 mod exec_process;
+mod exec_stdin;
 mod gemini;
 mod hooks;
 mod invariants;
