@@ -41,6 +41,7 @@ OPTIONS:
                             --resume, where the continued session is saved instead
     --resume PATH           continue the session saved in PATH (appending to it unless
                             --transcript names another file)
+    --hooks FILE            run the hook commands in FILE (JSON; see the README's Hooks)
     -h, --help              print this help
     -V, --version           print the version
 
@@ -138,6 +139,8 @@ pub struct Options {
     pub transcript: Option<PathBuf>,
     /// `--resume`: the transcript to continue.
     pub resume: Option<PathBuf>,
+    /// `--hooks`: the hook commands file.
+    pub hooks: Option<PathBuf>,
     /// The positional words joined by spaces, if any.
     pub prompt: Option<String>,
 }
@@ -221,6 +224,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--transcript" => {
                 options.transcript = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
+            "--hooks" => options.hooks = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--resume" => options.resume = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
             "--max-rounds" => options.max_rounds = number(&name, &value("a number")?)?,

@@ -14,6 +14,7 @@
 
 mod args;
 mod demo;
+mod hooks;
 mod render;
 mod setup;
 mod signals;
@@ -202,7 +203,13 @@ impl Run<'_> {
 
 fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<Session> {
     let env = Arc::new(LocalExecutionEnvironment::new(&setup.cwd));
-    let mut config = SessionConfig::default()
+    let mut config = SessionConfig::default();
+    if let Some(path) = &options.hooks {
+        let hooks = hooks::load(path, env.clone())
+            .map_err(|e| agentloop::Error::new(agentloop::ErrorKind::Configuration, e))?;
+        config = config.with_hooks(hooks);
+    }
+    let mut config = config
         .with_max_turns(options.max_turns)
         .with_max_tool_rounds_per_input(options.max_rounds);
     if let Some(effort) = &options.reasoning_effort {

@@ -1,6 +1,7 @@
 //! The integration tests: one binary, one module per feature.
 
 mod agent_cli;
+mod agent_cli_hooks;
 mod anthropic;
 mod apply_patch;
 mod client;
