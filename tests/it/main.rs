@@ -42,4 +42,5 @@ mod tools_search;
 mod tools_shell;
 mod tools_tree;
 mod transcript;
+mod usage;
 mod wire;
