@@ -234,16 +234,16 @@ impl Human {
                 self.end_line()?;
                 eprintln!("{}error: {message}{}", s.red, s.reset);
             }
-            EventKind::HookDecision { hook, decision, .. } => {
-                if !matches!(decision, HookDecision::Continue) {
-                    let line = format!(
-                        "{}  ↳ hook {hook}: {}{}",
-                        s.dim,
-                        hook_summary(decision),
-                        s.reset
-                    );
-                    self.line(&line)?;
-                }
+            EventKind::HookDecision { hook, decision, .. }
+                if !matches!(decision, HookDecision::Continue) =>
+            {
+                let line = format!(
+                    "{}  ↳ hook {hook}: {}{}",
+                    s.dim,
+                    hook_summary(decision),
+                    s.reset
+                );
+                self.line(&line)?;
             }
             EventKind::ProcessingEnd {
                 stop_reason,

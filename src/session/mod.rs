@@ -107,6 +107,7 @@ pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 
 use events::Listeners;
 pub(crate) use events::{EventSink, Forward};
+pub(crate) use hooks::HookRunner;
 use loop_detection::LoopDetector;
 use transcript::TranscriptWriter;
 pub use transcript::{Transcript, TranscriptHeader};

@@ -232,6 +232,7 @@ impl Worker {
         if closing.is_none() {
             *lock(&self.shared.state) = SessionState::Idle;
         }
+        self.subagent_stopped(&outcome.text);
         if let Some(reply) = reply {
             let _ = reply.send(outcome);
         }
@@ -374,6 +375,17 @@ impl Worker {
             cost_usd: end.totals.cost(),
         });
         end
+    }
+
+    /// In a subagent: the parent's `subagent_stop` hooks, on the parent's stream.
+    fn subagent_stopped(&self, answer: &str) {
+        if let Some((parent, agent_id)) = self.events.parent() {
+            let runner = HookRunner {
+                events: parent,
+                ..self.hooks()
+            };
+            runner.subagent(HookEvent::SubagentStop, agent_id, None, Some(answer));
+        }
     }
 
     fn hooks(&self) -> HookRunner<'_> {

@@ -522,3 +522,71 @@ fn with_approval_is_a_pre_tool_use_hook_that_runs_after_the_hosts_own() {
     assert_eq!(made.last().unwrap().1, HookDecision::Deny("policy".into()));
     assert!(ended(&events)[0].text.contains("policy"));
 }
+
+#[test]
+fn subagent_start_and_stop_are_observed_in_the_parents_stream() {
+    let server = Server::start_routed(
+        vec![
+            (
+                "PARENT",
+                vec![
+                    KIT.calls(&[function(
+                        "c_sub",
+                        "spawn_agent",
+                        json!({"task": "CHILD-TASK say hi"}),
+                    )]),
+                    KIT.calls(&[function("c_wait", "wait", json!({"agent_id": "agent-1"}))]),
+                    KIT.text("done"),
+                ],
+            ),
+            ("CHILD-TASK", vec![KIT.text("hi from the child")]),
+        ],
+        vec![],
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (a, b) = (seen.clone(), seen.clone());
+    let hooks = Hooks::new()
+        .with_subagent_start(move |input| {
+            a.lock().unwrap().push(format!(
+                "start {} {}",
+                input.agent_id.as_deref().unwrap(),
+                input.prompt.as_deref().unwrap()
+            ));
+            HookDecision::Continue
+        })
+        .with_subagent_stop(move |input| {
+            b.lock().unwrap().push(format!(
+                "stop {} {}",
+                input.agent_id.as_deref().unwrap(),
+                input.answer.as_deref().unwrap()
+            ));
+            HookDecision::Continue
+        });
+    let mut run = HookRun::start(server, false, SessionConfig::default().with_hooks(hooks));
+    let events = run.input("PARENT delegate");
+    assert_eq!(stop_reason(&events), StopReason::Completed);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "start agent-1 CHILD-TASK say hi",
+            "stop agent-1 hi from the child"
+        ]
+    );
+    // Both decisions are in the parent's own stream, before the wait returned.
+    let start = decisions(&events, "subagent_start");
+    let stop = decisions(&events, "subagent_stop");
+    assert_eq!((start.len(), stop.len()), (1, 1));
+    let stop_at = events
+        .iter()
+        .position(
+            |e| matches!(&e.kind, EventKind::HookDecision { hook, .. } if hook == "subagent_stop"),
+        )
+        .unwrap();
+    let wait_end = events
+        .iter()
+        .position(
+            |e| matches!(&e.kind, EventKind::ToolCallEnd { call_id, .. } if call_id == "c_wait"),
+        )
+        .unwrap();
+    assert!(stop_at < wait_end);
+}
