@@ -292,7 +292,7 @@ fn error_outcome(text: String) -> ToolOutcome {
 
 fn denied(reason: &str) -> ToolOutcome {
     error_outcome(format!(
-        "Tool call denied by the user: {reason}. Do not retry the same call; \
+        "Tool call denied: {reason}. Do not retry the same call; \
          continue without it or ask the user how to proceed."
     ))
 }
