@@ -484,6 +484,9 @@ impl HookRunner<'_> {
     }
 
     pub(crate) fn pre_tool_use(&self, call: &ToolCall) -> PreToolUse {
+        if !self.hooks.handles(HookEvent::PreToolUse) {
+            return PreToolUse::Run(None);
+        }
         let mut verdict = PreToolUse::Run(None);
         let mut ask = false;
         self.each(
@@ -574,6 +577,9 @@ impl HookRunner<'_> {
 
     /// `Some(message)` when a hook continues the input.
     pub(crate) fn stop(&self, answer: &str, active: bool) -> Option<String> {
+        if !self.hooks.handles(HookEvent::Stop) {
+            return None;
+        }
         let mut input = self.input(HookEvent::Stop);
         input.answer = Some(answer.to_string());
         input.stop_hook_active = Some(active);
@@ -629,6 +635,9 @@ impl HookRunner<'_> {
     /// `post_compact`: the summary, as replaced by the hooks.
     #[allow(dead_code)] // called by compaction (part 4), which lands on its own branch
     pub(crate) fn post_compact(&self, summary: String) -> String {
+        if !self.hooks.handles(HookEvent::PostCompact) {
+            return summary;
+        }
         let mut input = self.input(HookEvent::PostCompact);
         input.summary = Some(summary.clone());
         let mut summary = summary;
