@@ -1,47 +1,7 @@
 //! Lifecycle hooks: the host's closures called at fixed points of the loop, what they may
 //! decide, and the one place that calls them (panic-safe, every decision an event).
 //!
-//! A [`Hooks`] value on [`SessionConfig`](super::SessionConfig) holds closures
-//! `Fn(&HookInput) -> HookDecision` for each [`HookEvent`]. Several closures may serve one
-//! event: they run in the order they were added, each seeing what the earlier ones
-//! decided (replaced arguments, a rewritten prompt); the first denial wins.
-//!
-//! | event | fires | may decide |
-//! |---|---|---|
-//! | `pre_tool_use` | before each validated tool call runs (every tool kind, sequential and parallel rounds) | `Continue`, `Deny` (the model gets an error result with the reason), `Ask` (the host's approval, `APPROVAL_REQUESTED`), `ReplaceArguments` (re-validated against the tool's schema) |
-//! | `post_tool_use` | after a tool call ran, with its full output | `AddContext` (appended to what the model sees), `ReplaceOutput` (what the model sees instead); `TOOL_CALL_END` still carries the full output |
-//! | `user_prompt_submit` | for each input, follow-up and steering message | `ReplacePrompt`, `AddContext` (appended to the message), `Deny` (the message is dropped; an input then ends with stop reason `blocked`) |
-//! | `stop` | when the model answers with text only | `ContinueWith(message)`: the message is added and the input goes on (each continuation counts as a round, so the round limit bounds it) |
-//! | `pre_compact` / `post_compact` | around a history compaction | `AddContext` / `ReplaceSummary` (wired once compaction exists) |
-//! | `session_start`, `session_end`, `subagent_start`, `subagent_stop` | as named | observe only |
-//!
-//! Every decision is visible as a `HOOK_DECISION` event. A hook that panics, or answers
-//! [`HookDecision::Fail`] (a command hook that timed out, say), is a `WARNING` event (code
-//! `"hook"`) and — for the blocking hooks `pre_tool_use` and `user_prompt_submit` — a
-//! denial; it never ends the worker. [`HookDecision::Warn`] is a warning and nothing
-//! else. A decision an event cannot take (`ReplaceOutput` before a tool runs) is a warning
-//! and otherwise ignored. Hooks run on the thread that reaches the point (a tool thread
-//! in a parallel round), so they must be `Send + Sync`; this module never spawns.
-//!
-//! A syntax or lint check after every edit is one use of `post_tool_use`:
-//!
-//! ```
-//! use agentloop::session::{HookDecision, Hooks, SessionConfig};
-//!
-//! let hooks = Hooks::new().with_post_tool_use(|input| {
-//!     let edited = matches!(input.tool_name.as_deref(), Some("edit_file" | "write_file"));
-//!     let path = input.arguments.as_ref().and_then(|a| a["file_path"].as_str());
-//!     match path {
-//!         // Run the project's linter on `path` here; report what it found.
-//!         Some(path) if edited && path.ends_with(".json") => {
-//!             HookDecision::AddContext(format!("lint: {path} checked, no problems"))
-//!         }
-//!         _ => HookDecision::Continue,
-//!     }
-//! });
-//! let config = SessionConfig::default().with_hooks(hooks);
-//! # let _ = config;
-//! ```
+//! See [`Hooks`] for the events, the decisions and the order of events.
 
 use std::fmt;
 use std::sync::Arc;
@@ -230,7 +190,7 @@ impl HookInput {
 }
 
 /// What a hook decides. Which decisions an event honours is in the
-/// [module documentation](self).
+/// [`Hooks`] documentation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "decision", content = "value", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -265,6 +225,48 @@ pub enum HookDecision {
 pub type Hook = Arc<dyn Fn(&HookInput) -> HookDecision + Send + Sync>;
 
 /// The host's hooks. Build with [`Hooks::new`] and the `with_*` methods (or [`on`](Self::on)).
+///
+/// A [`Hooks`] value on [`SessionConfig`](crate::session::SessionConfig) holds closures
+/// `Fn(&HookInput) -> HookDecision` for each [`HookEvent`]. Several closures may serve one
+/// event: they run in the order they were added, each seeing what the earlier ones
+/// decided (replaced arguments, a rewritten prompt); the first denial wins.
+///
+/// | event | fires | may decide |
+/// |---|---|---|
+/// | `pre_tool_use` | before each validated tool call runs (every tool kind, sequential and parallel rounds) | `Continue`, `Deny` (the model gets an error result with the reason), `Ask` (the host's approval, `APPROVAL_REQUESTED`), `ReplaceArguments` (re-validated against the tool's schema) |
+/// | `post_tool_use` | after a tool call ran, with its full output | `AddContext` (appended to what the model sees), `ReplaceOutput` (what the model sees instead); `TOOL_CALL_END` still carries the full output |
+/// | `user_prompt_submit` | for each input, follow-up and steering message | `ReplacePrompt`, `AddContext` (appended to the message), `Deny` (the message is dropped; an input then ends with stop reason `blocked`) |
+/// | `stop` | when the model answers with text only | `ContinueWith(message)`: the message is added and the input goes on (each continuation counts as a round, so the round limit bounds it) |
+/// | `pre_compact` / `post_compact` | around a history compaction | `AddContext` / `ReplaceSummary` (wired once compaction exists) |
+/// | `session_start`, `session_end`, `subagent_start`, `subagent_stop` | as named | observe only |
+///
+/// Every decision is visible as a `HOOK_DECISION` event. A hook that panics, or answers
+/// [`HookDecision::Fail`] (a command hook that timed out, say), is a `WARNING` event (code
+/// `"hook"`) and — for the blocking hooks `pre_tool_use` and `user_prompt_submit` — a
+/// denial; it never ends the worker. [`HookDecision::Warn`] is a warning and nothing
+/// else. A decision an event cannot take (`ReplaceOutput` before a tool runs) is a warning
+/// and otherwise ignored. Hooks run on the thread that reaches the point (a tool thread
+/// in a parallel round), so they must be `Send + Sync`; this module never spawns.
+///
+/// A syntax or lint check after every edit is one use of `post_tool_use`:
+///
+/// ```
+/// use agentloop::session::{HookDecision, Hooks, SessionConfig};
+///
+/// let hooks = Hooks::new().with_post_tool_use(|input| {
+///     let edited = matches!(input.tool_name.as_deref(), Some("edit_file" | "write_file"));
+///     let path = input.arguments.as_ref().and_then(|a| a["file_path"].as_str());
+///     match path {
+///         // Run the project's linter on `path` here; report what it found.
+///         Some(path) if edited && path.ends_with(".json") => {
+///             HookDecision::AddContext(format!("lint: {path} checked, no problems"))
+///         }
+///         _ => HookDecision::Continue,
+///     }
+/// });
+/// let config = SessionConfig::default().with_hooks(hooks);
+/// # let _ = config;
+/// ```
 #[derive(Clone, Default)]
 pub struct Hooks {
     entries: Vec<(HookEvent, Hook)>,
