@@ -336,6 +336,14 @@ impl Hooks {
         self.entries.is_empty()
     }
 
+    /// The events that have hooks, each once, in the order of [`HookEvent::ALL`].
+    pub fn events(&self) -> Vec<HookEvent> {
+        HookEvent::ALL
+            .into_iter()
+            .filter(|event| self.handles(*event))
+            .collect()
+    }
+
     /// Whether a hook is set for `event`.
     pub fn handles(&self, event: HookEvent) -> bool {
         self.entries.iter().any(|(e, _)| *e == event)

@@ -603,7 +603,7 @@ fn excerpt(text: &str, max: usize) -> String {
 }
 
 /// The serialisable settings of `config` for a transcript header (never the approval
-/// hook).
+/// hook or the hooks themselves: only which events have hooks).
 fn config_record(config: &SessionConfig) -> serde_json::Value {
     serde_json::json!({
         "max_turns": config.max_turns,
@@ -617,6 +617,7 @@ fn config_record(config: &SessionConfig) -> serde_json::Value {
         "loop_detection_window": config.loop_detection_window,
         "max_subagent_depth": config.max_subagent_depth,
         "approval_hook": config.approval.is_some(),
+        "hooks": config.hooks.events().iter().map(|e| e.name()).collect::<Vec<_>>(),
         "allow_outside_working_dir": config.allow_outside_working_dir,
         "transcript_events": config.transcript_events,
     })
