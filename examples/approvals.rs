@@ -27,8 +27,8 @@ fn main() -> agentloop::Result<()> {
     ]);
     let client = Client::new().with_provider(model);
     let profile = ProviderProfile::new("scripted", "demo")
-        .with_tool(tools::shell::tool())
-        .with_tool(tools::write_file::tool());
+        .with_tool(tools::shell())
+        .with_tool(tools::write_file());
     let config = SessionConfig::default().with_approval(|call| {
         let command = call.arguments["command"].as_str().unwrap_or_default();
         match call.name.as_str() {

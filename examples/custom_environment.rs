@@ -130,8 +130,8 @@ fn main() -> agentloop::Result<()> {
         ScriptedTurn::text("Wrote and printed hi.txt without sudo."),
     ]);
     let profile = ProviderProfile::new("scripted", "demo")
-        .with_tool(tools::shell::tool())
-        .with_tool(tools::write_file::tool());
+        .with_tool(tools::shell())
+        .with_tool(tools::write_file());
     let client = Client::new().with_provider(model);
     let session = Session::new(profile, env.clone(), client, SessionConfig::default())?;
 

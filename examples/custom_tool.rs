@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::Client;
+use agentloop::llm::ToolDefinition;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::{EventKind, Session, SessionConfig};
-use agentloop::tools::{RegisteredTool, ToolDefinition, ToolInput, ToolOutput};
+use agentloop::tools::{RegisteredTool, ToolInput, ToolOutput};
 use serde_json::json;
 
 /// Counts the words of a text.

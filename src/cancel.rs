@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::sync::lock;
+
 type Callback = Box<dyn FnOnce() + Send + 'static>;
 
 struct Inner {
@@ -78,11 +80,6 @@ impl fmt::Debug for CancelGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CancelGuard").field("id", &self.id).finish()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panicking callback must not make every later cancel panic too.
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl CancelToken {

@@ -285,7 +285,7 @@ impl From<std::io::Error> for Error {
 ///
 /// Used on every provider body excerpt kept in an [`Error`], so that a server that echoes a
 /// request header back cannot leak the key through an error message.
-pub fn scrub_secrets(text: &str) -> String {
+pub(crate) fn scrub_secrets(text: &str) -> String {
     use std::sync::OnceLock;
     static PATTERN: OnceLock<regex::Regex> = OnceLock::new();
     let re = PATTERN.get_or_init(|| {

@@ -16,7 +16,8 @@
 //! use std::sync::Arc;
 //! use agentloop::exec::LocalExecutionEnvironment;
 //! use agentloop::llm::Client;
-//! use agentloop::{profiles, Session, SessionConfig};
+//! use agentloop::profiles;
+//! use agentloop::session::{Session, SessionConfig};
 //!
 //! let client = Client::from_env()?;
 //! let profile = profiles::anthropic("claude-sonnet-4-5");
@@ -45,7 +46,7 @@
 //! ]);
 //! let client = Client::new().with_provider(model);
 //! let profile = ProviderProfile::new("scripted", "demo")
-//!     .with_tool(agentloop::tools::shell::tool());
+//!     .with_tool(agentloop::tools::shell());
 //! let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir()));
 //! let session = Session::new(profile, env, client, SessionConfig::default())?;
 //!
@@ -85,19 +86,20 @@
 
 #![deny(missing_docs)]
 
-pub mod cancel;
-pub mod error;
+mod cancel;
+mod error;
 pub mod exec;
 pub mod llm;
 pub mod profiles;
 pub mod prompt;
 pub mod session;
-pub mod subagent;
+mod sync;
+mod time;
 pub mod tools;
+pub mod unstable;
 
-pub use cancel::CancelToken;
+pub use cancel::{CancelGuard, CancelToken};
 pub use error::{Error, ErrorKind, Result};
-pub use session::{EventKind, Session, SessionConfig, SessionEvent};
 
 /// The README's code blocks, run as doctests so the README cannot drift from the API.
 #[cfg(doctest)]

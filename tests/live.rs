@@ -128,7 +128,7 @@ fn smoke(provider: &Provider) {
     let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
     // Spec §9.13 expects the 10 s default timeout for step 7 with every profile.
     let config = SessionConfig::default()
-        .with_default_command_timeout_ms(10_000)
+        .with_default_command_timeout(std::time::Duration::from_secs(10))
         .with_max_tool_rounds_per_input(25);
     let session =
         Session::new((provider.profile)(model), env.clone(), client, config).expect("a session");

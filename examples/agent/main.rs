@@ -216,7 +216,7 @@ fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<S
         config = config.with_reasoning_effort(effort.clone());
     }
     if let Some(ms) = options.timeout_ms {
-        config = config.with_default_command_timeout_ms(ms);
+        config = config.with_default_command_timeout(std::time::Duration::from_millis(ms));
     }
     if options.approve == ApproveMode::Ask {
         config = config.with_approval(ask_before_changes);

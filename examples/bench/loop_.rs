@@ -8,12 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
+use agentloop::llm::ToolDefinition;
 use agentloop::llm::anthropic::Anthropic;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::llm::{Client, HttpOptions, Provider, Request, StreamEvent};
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::{EventKind, Events, Session, SessionConfig};
-use agentloop::tools::{self, RegisteredTool, ToolDefinition, ToolOutput};
+use agentloop::tools::{self, RegisteredTool, ToolOutput};
 use agentloop::{CancelToken, Result};
 use serde_json::json;
 
@@ -248,8 +249,7 @@ fn abort_latency() -> Vec<Row> {
         )]);
         let client = Client::new().with_provider(model);
         let (_dir, env) = env();
-        let profile =
-            ProviderProfile::new("scripted", "bench-model").with_tool(tools::shell::tool());
+        let profile = ProviderProfile::new("scripted", "bench-model").with_tool(tools::shell());
         let session =
             Session::new(profile, env, client, SessionConfig::default()).expect("session");
         let mut events = session.events();
@@ -295,8 +295,8 @@ fn idle_memory() -> Vec<Row> {
         let client = Client::new().with_provider(ScriptedModel::new(vec![]));
         let profile = ProviderProfile::new("scripted", "bench-model")
             .with_base_instructions("You are a benchmark agent.")
-            .with_tool(tools::shell::tool())
-            .with_tool(tools::read_file::tool());
+            .with_tool(tools::shell())
+            .with_tool(tools::read_file());
         let session =
             Session::new(profile, env, client, SessionConfig::default()).expect("session");
         let mut events = session.events();

@@ -9,10 +9,8 @@ use std::time::{Duration, Instant};
 use agentloop::CancelToken;
 use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::ToolCall;
-use agentloop::tools::apply_patch::{self, Operation, parse_patch};
-use agentloop::tools::edit_file;
-use agentloop::tools::truncate::truncate_tool_output;
-use agentloop::tools::{RegisteredTool, ToolContext, ToolRegistry};
+use agentloop::tools::{self, RegisteredTool, ToolContext, ToolRegistry};
+use agentloop::unstable::{self, Operation, parse_patch, truncate_tool_output};
 use serde_json::json;
 
 use crate::{Row, ms};
@@ -84,8 +82,7 @@ pub fn run() -> Vec<Row> {
         (0..20)
             .map(|_| {
                 let start = Instant::now();
-                let applied =
-                    apply_patch::apply_hunks("big.rs", &original, hunks).expect("applies");
+                let applied = unstable::apply_hunks("big.rs", &original, hunks).expect("applies");
                 std::hint::black_box(applied);
                 start.elapsed()
             })
@@ -104,7 +101,7 @@ pub fn run() -> Vec<Row> {
                 fs::write(dir.path().join("big.rs"), &original).expect("write input");
                 let start = Instant::now();
                 assert!(
-                    run_tool(apply_patch::tool(), &env, &call),
+                    run_tool(tools::apply_patch(), &env, &call),
                     "the patch applies"
                 );
                 start.elapsed()
@@ -146,7 +143,7 @@ pub fn run() -> Vec<Row> {
         (0..10)
             .map(|_| {
                 let start = Instant::now();
-                let edit = edit_file::plan_edit(
+                let edit = unstable::plan_edit(
                     "big.py",
                     &content,
                     "        final_marker();\n",
@@ -180,7 +177,7 @@ pub fn run() -> Vec<Row> {
                     }
                     fs::write(dir.path().join("big.py"), &input).expect("write input");
                     let start = Instant::now();
-                    assert!(run_tool(edit_file::tool(), &env, call), "the edit applies");
+                    assert!(run_tool(tools::edit_file(), &env, call), "the edit applies");
                     start.elapsed()
                 })
                 .collect(),

@@ -14,7 +14,8 @@ use agentloop::llm::anthropic::Anthropic;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::llm::{Client, HttpOptions, Provider, Request, Role};
 use agentloop::profiles::ProviderProfile;
-use agentloop::session::{Session, SessionConfig, Transcript, Turn};
+use agentloop::session::transcript::Transcript;
+use agentloop::session::{Session, SessionConfig, Turn};
 use agentloop::tools;
 use serde_json::json;
 
@@ -80,10 +81,10 @@ fn session_run(
     let profile = ProviderProfile::new(id, "bench-model")
         .with_base_instructions("You are a benchmark agent.")
         .with_tool(noop_tool())
-        .with_tool(tools::read_file::tool())
-        .with_tool(tools::write_file::tool())
-        .with_tool(tools::edit_file::tool())
-        .with_tool(tools::shell::tool());
+        .with_tool(tools::read_file())
+        .with_tool(tools::write_file())
+        .with_tool(tools::edit_file())
+        .with_tool(tools::shell());
     let env: Arc<dyn ExecutionEnvironment> = Arc::new(LocalExecutionEnvironment::new(dir));
     let session = Session::new(profile, env, client, config).expect("session");
     let start = Instant::now();

@@ -16,9 +16,9 @@ pub mod sse;
 
 mod accumulate;
 mod base64;
-pub mod client;
+mod client;
 mod http;
-mod replay;
+mod status;
 pub use http::HttpOptions;
 #[cfg(test)]
 mod test_support;

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::llm::http::{Decoder, WireFormat};
 use crate::llm::sse;
+use crate::llm::wire::{Decoder, WireFormat};
 use crate::llm::{FinishKind, Response, StreamEvent, ToolKind};
 
 /// `tests/data/conformance`: the repository's copy of the recorded corpus (reference copy: `../shared/conformance`).

@@ -1,4 +1,4 @@
-//! Helpers every wire format shares: request bodies with provider options merged in, the
+//! What every wire format is ([`WireFormat`], [`Decoder`]) and the helpers they share: request bodies with provider options merged in, the
 //! joined system text, image URLs, header-safe values, malformed-event errors, and decoding
 //! a whole recorded body offline. It never does I/O and holds no format's serde structs:
 //! those stay private to their format's files.
@@ -9,8 +9,29 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::llm::http::Decoder;
-use crate::llm::{ImageData, Message, Response, Role, StreamEvent, sse};
+use crate::llm::http::HttpRequest;
+use crate::llm::{ImageData, Message, Request, Response, Role, StreamEvent, sse};
+
+/// What a wire format knows: how to build its request and how to read its errors.
+pub(crate) trait WireFormat: Send + Sync {
+    /// The provider id used in errors and responses (`"anthropic"`).
+    fn provider_id(&self) -> &str;
+    /// Builds the streaming HTTP request for `request`.
+    fn build_request(&self, request: &Request) -> Result<HttpRequest>;
+    /// A fresh decoder for one response stream.
+    fn decoder(&self, request: &Request) -> Box<dyn Decoder>;
+    /// Classifies a non-2xx response (status, lower-cased headers, body text).
+    fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error;
+}
+
+/// Turns one provider's SSE events into [`StreamEvent`]s and accumulates the response.
+pub(crate) trait Decoder: Send {
+    /// Handles one SSE event. An in-stream error event returns `Err`.
+    fn event(&mut self, event: sse::Event, out: &mut Vec<StreamEvent>) -> Result<()>;
+    /// The body ended. Emits the final `Finish` (or returns a stream error if the stream
+    /// ended before the provider's terminal event where it has one).
+    fn end(&mut self, out: &mut Vec<StreamEvent>) -> Result<()>;
+}
 
 /// Runs a whole body through the SSE parser and `decoder`; the response of its `Finish`.
 /// The `decode_stream` of every format.

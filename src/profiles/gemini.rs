@@ -20,8 +20,7 @@
 use serde_json::{Value, json};
 
 use crate::tools::{
-    RegisteredTool, ToolInput, edit_file, glob, grep, list_dir, read_file, read_many_files, shell,
-    write_file,
+    edit_file, glob, grep, list_dir, read_file, read_many_files, shell, write_file,
 };
 
 use super::{ModelInfo, ProviderProfile, aligned, register_all};
@@ -70,7 +69,7 @@ pub fn gemini(model: impl Into<String>) -> ProviderProfile {
             read_file::tool(),
             read_many_files::tool(),
             write_file::tool(),
-            edit_tool(),
+            edit_file::gemini_cli_tool(),
             shell::tool(),
             grep::tool(),
             glob::tool(),
@@ -78,60 +77,4 @@ pub fn gemini(model: impl Into<String>) -> ProviderProfile {
         ],
     );
     profile
-}
-
-/// `edit_file` with gemini-cli's parameters, run by the shared executor.
-pub fn edit_tool() -> RegisteredTool {
-    let shared = edit_file::tool();
-    let mut definition = shared.definition.clone();
-    definition.description = "\
-Replace text in a file. `old_string` must be the file's current text exactly, including \
-whitespace and indentation (copy it from read_file output without the line-number prefix), \
-with enough surrounding lines (about three before and after) to match exactly one place. \
-`new_string` is the replacement and must differ from it. Set `allow_multiple` to replace \
-every occurrence instead. An empty `old_string` creates a new file containing `new_string`. \
-Read the file before editing it."
-        .to_string();
-    definition.parameters = json!({
-        "type": "object",
-        "properties": {
-            "file_path": {
-                "type": "string",
-                "description": "Path of the file, absolute or relative to the working directory."
-            },
-            "instruction": {
-                "type": "string",
-                "description": "A short description of what this edit does and why."
-            },
-            "old_string": {
-                "type": "string",
-                "description": "The exact text to replace."
-            },
-            "new_string": {
-                "type": "string",
-                "description": "The text to put in its place."
-            },
-            "allow_multiple": {
-                "type": "boolean",
-                "description": "Replace every occurrence instead of exactly one (default false)."
-            }
-        },
-        "required": ["file_path", "old_string", "new_string"],
-        "additionalProperties": false
-    });
-    let shared = shared.executor;
-    RegisteredTool::new(definition, move |input, ctx| {
-        let input = match input {
-            ToolInput::Json(mut map) => {
-                map.remove("instruction");
-                if let Some(all) = map.remove("allow_multiple") {
-                    map.insert("replace_all".to_string(), all);
-                }
-                ToolInput::Json(map)
-            }
-            freeform => freeform,
-        };
-        // The shared messages name the shared parameter.
-        shared(input, ctx).map_err(|message| message.replace("replace_all", "allow_multiple"))
-    })
 }

@@ -12,7 +12,7 @@
 //! | [`gemini`](gemini())`(model)` | `"gemini"` | `edit_file` (`old_string`/`new_string`/`allow_multiple`/`instruction`) | `read_file`, `read_many_files`, `write_file`, `shell`, `grep`, `glob`, `list_dir` | 10 s |
 //!
 //! Every profile also has the subagent tools `spawn_agent`, `send_input`, `wait` and
-//! `close_agent` ([`crate::subagent`]); a session whose depth reaches
+//! `close_agent` (`tools/subagent.rs`); a session whose depth reaches
 //! `SessionConfig::max_subagent_depth` removes them. The capability flags come from a
 //! documented table by model family ([`model_info`]); parallel tool calls are on for all
 //! three.
@@ -59,7 +59,8 @@
 //!
 //! ```
 //! use agentloop::profiles;
-//! use agentloop::tools::{RegisteredTool, ToolDefinition, ToolOutput};
+//! use agentloop::llm::ToolDefinition;
+//! use agentloop::tools::{RegisteredTool, ToolOutput};
 //! use serde_json::json;
 //!
 //! let mut profile = profiles::anthropic("claude-sonnet-4-5");
@@ -77,10 +78,10 @@
 //!
 //! This module builds values; it never talks to a provider or runs a tool.
 
-pub mod anthropic;
-pub mod gemini;
+mod anthropic;
+mod gemini;
 mod models;
-pub mod openai;
+mod openai;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,7 +93,7 @@ use crate::llm::ToolDefinition;
 use crate::prompt::{self, EnvironmentContext, ProjectDocs};
 use crate::tools::{RegisteredTool, ToolRegistry};
 
-pub use anthropic::anthropic;
+pub use anthropic::{CONTEXT_1M_BETA, INTERLEAVED_THINKING_BETA, anthropic};
 pub use gemini::gemini;
 pub use models::{ModelInfo, model_info};
 pub use openai::openai;
@@ -384,7 +385,7 @@ fn register_all(profile: &mut ProviderProfile, tools: impl IntoIterator<Item = R
     for tool in tools {
         profile.tool_registry.register(tool);
     }
-    for tool in crate::subagent::tools() {
+    for tool in crate::tools::subagent_tools() {
         profile.tool_registry.register(tool);
     }
 }

@@ -19,16 +19,14 @@
 //! # }
 //! ```
 
-mod environment;
-mod git;
-mod project_docs;
+pub(crate) mod environment;
+pub(crate) mod git;
+pub(crate) mod project_docs;
 
-pub use environment::{EnvironmentContext, format_date, knowledge_cutoff, model_display_name};
-pub use git::{GIT_SNAPSHOT_TIMEOUT, GitSnapshot, GitStatusCounts, find_git_root};
-pub use project_docs::{
-    PROJECT_DOCS_BUDGET, PROJECT_DOCS_TRUNCATION_MARKER, ProjectDocs, discover_project_docs,
-    instruction_files,
-};
+pub use environment::EnvironmentContext;
+pub use git::{GIT_SNAPSHOT_TIMEOUT, GitSnapshot, GitStatusCounts};
+pub use project_docs::discover_project_docs;
+pub use project_docs::{PROJECT_DOCS_BUDGET, PROJECT_DOCS_TRUNCATION_MARKER, ProjectDocs};
 
 use crate::llm::ToolDefinition;
 

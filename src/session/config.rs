@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::approval::{Approval, ApprovalHook};
 use super::hooks::Hooks;
@@ -42,11 +43,11 @@ pub struct SessionConfig {
     /// carrying `round` (the model does not see the last round's results until the next
     /// input).
     pub max_tool_rounds_per_input: usize,
-    /// Timeout for commands that set none, in milliseconds. `None` (the default) uses the
-    /// profile's default if it has one, else 10 000 ms (spec §5.4).
-    pub default_command_timeout_ms: Option<u64>,
-    /// Upper bound for any command timeout, in milliseconds. Default 600 000.
-    pub max_command_timeout_ms: u64,
+    /// Timeout for commands that set none. `None` (the default) uses the profile's default
+    /// if it has one, else 10 s (spec §5.4).
+    pub default_command_timeout: Option<Duration>,
+    /// Upper bound for any command timeout. Default 600 s.
+    pub max_command_timeout: Duration,
     /// `"low"`, `"medium"`, `"high"` (or a provider's own value); `None` = provider default.
     /// Changed during a session with `Session::set_reasoning_effort`.
     pub reasoning_effort: Option<String>,
@@ -87,8 +88,8 @@ impl Default for SessionConfig {
         SessionConfig {
             max_turns: 0,
             max_tool_rounds_per_input: 0,
-            default_command_timeout_ms: None,
-            max_command_timeout_ms: 600_000,
+            default_command_timeout: None,
+            max_command_timeout: Duration::from_secs(600),
             reasoning_effort: None,
             tool_output_limits: BTreeMap::new(),
             tool_line_limits: BTreeMap::new(),
@@ -110,11 +111,8 @@ impl fmt::Debug for SessionConfig {
         f.debug_struct("SessionConfig")
             .field("max_turns", &self.max_turns)
             .field("max_tool_rounds_per_input", &self.max_tool_rounds_per_input)
-            .field(
-                "default_command_timeout_ms",
-                &self.default_command_timeout_ms,
-            )
-            .field("max_command_timeout_ms", &self.max_command_timeout_ms)
+            .field("default_command_timeout", &self.default_command_timeout)
+            .field("max_command_timeout", &self.max_command_timeout)
             .field("reasoning_effort", &self.reasoning_effort)
             .field("tool_output_limits", &self.tool_output_limits)
             .field("tool_line_limits", &self.tool_line_limits)
@@ -144,16 +142,30 @@ impl SessionConfig {
         self
     }
 
-    /// Sets the default command timeout in milliseconds.
-    pub fn with_default_command_timeout_ms(mut self, ms: u64) -> SessionConfig {
-        self.default_command_timeout_ms = Some(ms);
+    /// Sets the timeout for commands that set none.
+    pub fn with_default_command_timeout(mut self, timeout: Duration) -> SessionConfig {
+        self.default_command_timeout = Some(timeout);
         self
     }
 
-    /// Sets the maximum command timeout in milliseconds.
-    pub fn with_max_command_timeout_ms(mut self, ms: u64) -> SessionConfig {
-        self.max_command_timeout_ms = ms;
+    /// Sets the upper bound for any command timeout.
+    pub fn with_max_command_timeout(mut self, timeout: Duration) -> SessionConfig {
+        self.max_command_timeout = timeout;
         self
+    }
+
+    /// The command timeouts a tool call gets: (default, maximum). The default is this
+    /// configuration's, else the profile's, else 10 s (spec §5.4); the maximum is
+    /// `max_command_timeout`.
+    pub(crate) fn command_timeouts(
+        &self,
+        profile_default: Option<Duration>,
+    ) -> (Duration, Duration) {
+        let default = self
+            .default_command_timeout
+            .or(profile_default)
+            .unwrap_or(Duration::from_secs(10));
+        (default, self.max_command_timeout)
     }
 
     /// Sets the reasoning effort.

@@ -20,7 +20,7 @@ pub struct UserTurn {
     /// The input text.
     pub content: String,
     /// When it was added.
-    #[serde(with = "super::time::rfc3339")]
+    #[serde(with = "crate::time::rfc3339")]
     pub timestamp: SystemTime,
 }
 
@@ -50,7 +50,7 @@ pub struct AssistantTurn {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<ContentPart>,
     /// When it was added.
-    #[serde(with = "super::time::rfc3339")]
+    #[serde(with = "crate::time::rfc3339")]
     pub timestamp: SystemTime,
 }
 
@@ -60,7 +60,7 @@ pub struct ToolResultsTurn {
     /// One result per call.
     pub results: Vec<ToolResult>,
     /// When it was added.
-    #[serde(with = "super::time::rfc3339")]
+    #[serde(with = "crate::time::rfc3339")]
     pub timestamp: SystemTime,
 }
 
@@ -71,7 +71,7 @@ pub struct SystemTurn {
     /// The text.
     pub content: String,
     /// When it was added.
-    #[serde(with = "super::time::rfc3339")]
+    #[serde(with = "crate::time::rfc3339")]
     pub timestamp: SystemTime,
 }
 
@@ -82,7 +82,7 @@ pub struct SteeringTurn {
     /// The text.
     pub content: String,
     /// When it was added.
-    #[serde(with = "super::time::rfc3339")]
+    #[serde(with = "crate::time::rfc3339")]
     pub timestamp: SystemTime,
 }
 

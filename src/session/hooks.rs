@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::approval::{Approval, ApprovalHook};
-use super::events::{EventKind, EventSink};
+use super::delivery::EventSink;
+use super::events::EventKind;
 use crate::llm::ToolCall;
 
 /// The points of the loop a hook can attach to.

@@ -71,7 +71,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -81,15 +81,15 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
-use crate::subagent::Subagents;
 
 mod approval;
 mod config;
+mod delivery;
 mod events;
 mod history;
 mod hooks;
 mod loop_detection;
-mod time;
+mod subagents;
 mod tool_round;
 pub mod transcript;
 mod usage;
@@ -97,26 +97,22 @@ mod worker;
 
 pub use approval::{Approval, ApprovalHook, ApprovalResponder};
 pub use config::SessionConfig;
-pub use events::{
-    CloseReason, EventKind, Events, RecvError, SessionEvent, SessionState, StopReason,
-};
+pub use delivery::{Events, RecvError};
+pub use events::{CloseReason, EventKind, SessionEvent, SessionState, StopReason};
 pub use history::{
     AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 
-use events::Listeners;
-pub(crate) use events::{EventSink, Forward};
+use delivery::Listeners;
+pub(crate) use delivery::{EventSink, Forward};
 pub(crate) use hooks::HookRunner;
 use loop_detection::LoopDetector;
-use transcript::TranscriptWriter;
-pub use transcript::{Transcript, TranscriptHeader};
+use subagents::Subagents;
+use transcript::{Transcript, TranscriptHeader, TranscriptWriter};
 use worker::{Input, Shared, Worker};
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking tool thread must not make the session unusable.
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+pub(crate) use crate::sync::lock;
 
 /// What [`Session::run`] returns: how the input (and the follow-ups it triggered) ended.
 #[derive(Debug)]
@@ -347,9 +343,6 @@ impl Session {
         if let Some(approval) = config.approval.take() {
             config.hooks = std::mem::take(&mut config.hooks).with_approval(approval);
         }
-        if start.depth >= config.max_subagent_depth {
-            crate::subagent::remove_tools(&mut profile.tool_registry);
-        }
         let short_id: String = id.chars().take(8).collect();
         let (inbox, inbox_rx) = crossbeam_channel::unbounded();
         let (event_tx, event_rx) = crossbeam_channel::unbounded();
@@ -367,14 +360,17 @@ impl Session {
                 events = events.with_transcript(writer.clone());
             }
         }
-        let subagents = Subagents::new(
+        // The children get the profile as the host gave it; this session's copy has its
+        // subagent tools connected to them (or removed at the maximum depth).
+        let subagents = Arc::new(Subagents::new(
             profile.clone(),
             env.clone(),
             client.clone(),
             config.clone(),
             events.clone(),
             start.depth,
-        );
+        ));
+        subagents::register(&mut profile.tool_registry, &subagents);
         let worker = Worker {
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),
@@ -416,7 +412,7 @@ impl Session {
     }
 
     /// The session id: a UUID v4-formatted string, unique within and across processes in
-    /// practice (see [`new_session_id`]).
+    /// practice (see `new_session_id`).
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -608,8 +604,9 @@ fn config_record(config: &SessionConfig) -> serde_json::Value {
     serde_json::json!({
         "max_turns": config.max_turns,
         "max_tool_rounds_per_input": config.max_tool_rounds_per_input,
-        "default_command_timeout_ms": config.default_command_timeout_ms,
-        "max_command_timeout_ms": config.max_command_timeout_ms,
+        // Milliseconds, as the transcript format has always recorded them.
+        "default_command_timeout_ms": config.default_command_timeout.map(millis),
+        "max_command_timeout_ms": millis(config.max_command_timeout),
         "reasoning_effort": config.reasoning_effort,
         "tool_output_limits": config.tool_output_limits,
         "tool_line_limits": config.tool_line_limits,
@@ -647,7 +644,7 @@ fn transcript_header(
 /// The bits come from std's per-process random hasher keys mixed with the time, a
 /// process-wide counter, the thread id and a stack address. Unique in practice, but not
 /// cryptographic: do not use a session id as a secret.
-pub fn new_session_id() -> String {
+pub(crate) fn new_session_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
     let keys = std::collections::hash_map::RandomState::new();
@@ -676,6 +673,11 @@ pub fn new_session_id() -> String {
         &hex[16..20],
         &hex[20..]
     )
+}
+
+/// A duration in whole milliseconds, saturating (the transcript header's unit).
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -11,19 +11,19 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::select;
 
 use super::approval::{ApprovalResponder, Decision};
-use super::events::{EventKind, EventSink, SessionState};
+use super::delivery::EventSink;
+use super::events::{EventKind, SessionState};
 use super::hooks::{HookRunner, PostToolUse, PreToolUse};
 use super::{SessionConfig, lock};
 use crate::cancel::CancelToken;
 use crate::exec::{ExecutionEnvironment, OutputStream};
 use crate::llm::{ToolCall, ToolResult};
 use crate::profiles::ProviderProfile;
-use crate::subagent::Subagents;
 use crate::tools::truncate::truncate_tool_output;
 use crate::tools::{ToolContext, ToolOutcome};
 
@@ -41,8 +41,6 @@ pub(crate) struct ToolRound<'a> {
     pub(crate) abort: &'a CancelToken,
     /// For thread names.
     pub(crate) short_id: &'a str,
-    /// The session's children, for the subagent tools.
-    pub(crate) subagents: &'a Subagents,
 }
 
 impl ToolRound<'_> {
@@ -127,15 +125,17 @@ impl ToolRound<'_> {
                 self.emit_output(call, stream, delta);
             }
         };
+        let (default_timeout, max_timeout) = self
+            .config
+            .command_timeouts(self.profile.default_command_timeout);
         let ctx = ToolContext {
             env: self.env,
             call_id: &call.id,
             cancel: self.cancel,
             on_output: &on_output,
-            default_timeout: self.default_timeout(),
-            max_timeout: Duration::from_millis(self.config.max_command_timeout_ms),
+            default_timeout,
+            max_timeout,
             allow_outside_working_dir: self.config.allow_outside_working_dir,
-            subagents: Some(self.subagents),
         };
         let outcome = prepared.run(&ctx);
         for (stream, rest) in decoder.flush() {
@@ -163,14 +163,6 @@ impl ToolRound<'_> {
             stream: stream.to_string(),
             delta,
         });
-    }
-
-    fn default_timeout(&self) -> Duration {
-        self.config
-            .default_command_timeout_ms
-            .map(Duration::from_millis)
-            .or(self.profile.default_command_timeout)
-            .unwrap_or(Duration::from_secs(10))
     }
 
     /// Emits `APPROVAL_REQUESTED` and waits for the host's answer, an interrupt or an abort.

@@ -16,7 +16,8 @@ use std::time::SystemTime;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::events::{CloseReason, EventKind, EventSink, SessionState, StopReason};
+use super::delivery::EventSink;
+use super::events::{CloseReason, EventKind, SessionState, StopReason};
 use super::history::{AssistantTurn, History, Turn};
 use super::hooks::{HookEvent, HookRunner, PromptSource, Submit};
 use super::loop_detection::LoopDetector;
@@ -32,7 +33,7 @@ use crate::llm::{
     ToolDefinition, ToolResult,
 };
 use crate::profiles::ProviderProfile;
-use crate::subagent::Subagents;
+use crate::session::subagents::Subagents;
 
 /// What the host sends the worker through the inbox.
 pub(crate) enum Input {
@@ -92,7 +93,7 @@ pub(crate) struct Worker {
     pub(crate) shared: Arc<Shared>,
     pub(crate) events: EventSink,
     /// This session's children (spawn_agent and friends).
-    pub(crate) subagents: Subagents,
+    pub(crate) subagents: Arc<Subagents>,
     pub(crate) inbox: Receiver<Input>,
     pub(crate) abort: CancelToken,
     pub(crate) loop_detector: LoopDetector,
@@ -425,7 +426,6 @@ impl Worker {
             cancel,
             abort: &self.abort,
             short_id: &self.short_id,
-            subagents: &self.subagents,
         }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! A tool is a [`ToolDefinition`] (what the model sees) plus an executor (what runs). The
 //! pipeline for one call is: look up → validate ([`ToolRegistry::prepare`]) → (the session's
-//! approval hook) → execute ([`PreparedCall::run`]) → truncate ([`truncate`]) → the model
+//! approval hook) → execute ([`PreparedCall::run`]) → truncate (spec §5, `tools/truncate.rs`) → the model
 //! gets the truncated text, the host's `TOOL_CALL_END` event gets the full text.
 //!
 //! A tool failure is never a Rust error of the session: it is a [`ToolOutcome`] with
@@ -21,22 +21,75 @@ use crate::cancel::CancelToken;
 use crate::exec::{ExecutionEnvironment, OutputCallback};
 use crate::llm::{ImageData, ToolCall, ToolKind};
 
-pub use crate::llm::{FreeformFormat, ToolDefinition};
+use crate::llm::{FreeformFormat, ToolDefinition};
 
-pub mod apply_patch;
-pub mod edit_file;
-pub mod glob;
-pub mod grep;
-pub mod list_dir;
-pub mod read_file;
-pub mod read_many_files;
-pub mod schema;
-pub mod shell;
-pub mod truncate;
-pub mod write_file;
+pub(crate) mod apply_patch;
+pub(crate) mod edit_file;
+pub(crate) mod glob;
+pub(crate) mod grep;
+pub(crate) mod list_dir;
+pub(crate) mod read_file;
+pub(crate) mod read_many_files;
+pub(crate) mod schema;
+pub(crate) mod shell;
+pub(crate) mod truncate;
+pub(crate) mod write_file;
 
 pub(crate) mod args;
+pub(crate) mod subagent;
 mod text;
+
+/// `read_file`: a text file with line numbers (offset and limit), or an image.
+pub fn read_file() -> RegisteredTool {
+    read_file::tool()
+}
+
+/// `write_file`: creates or replaces a file (parent directories created).
+pub fn write_file() -> RegisteredTool {
+    write_file::tool()
+}
+
+/// `edit_file`: exact-string replacement (`old_string` → `new_string`, `replace_all`).
+pub fn edit_file() -> RegisteredTool {
+    edit_file::tool()
+}
+
+/// `apply_patch`: the v4a patch format, all files or none.
+pub fn apply_patch() -> RegisteredTool {
+    apply_patch::tool()
+}
+
+/// `shell`: a command through `bash -c`, with a timeout.
+pub fn shell() -> RegisteredTool {
+    shell::tool()
+}
+
+/// `grep`: regex search of file contents (ripgrep's rules for ignored files).
+pub fn grep() -> RegisteredTool {
+    grep::tool()
+}
+
+/// `glob`: file paths matching a pattern, newest first.
+pub fn glob() -> RegisteredTool {
+    glob::tool()
+}
+
+/// `list_dir`: a directory tree to a depth.
+pub fn list_dir() -> RegisteredTool {
+    list_dir::tool()
+}
+
+/// `read_many_files`: several files (paths or globs) in one call, within a budget.
+pub fn read_many_files() -> RegisteredTool {
+    read_many_files::tool()
+}
+
+/// The subagent tools `spawn_agent`, `send_input`, `wait` and `close_agent` (spec §7), for a
+/// profile built by hand; every built-in profile has them already. A session connects them
+/// to its children when it starts, or removes them at `SessionConfig::max_subagent_depth`.
+pub fn subagent_tools() -> Vec<RegisteredTool> {
+    subagent::tools()
+}
 
 /// What an executor receives.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,9 +143,6 @@ pub struct ToolContext<'a> {
     /// Whether file tools may touch paths outside the working directory (after `..` is
     /// resolved). Default `false`: such a path is an error telling the model to stay inside.
     pub allow_outside_working_dir: bool,
-    /// The session's subagents (for `spawn_agent`, `send_input`, `wait`, `close_agent`);
-    /// `None` outside a session.
-    pub subagents: Option<&'a crate::subagent::Subagents>,
 }
 
 impl<'a> ToolContext<'a> {
@@ -110,7 +160,6 @@ impl<'a> ToolContext<'a> {
             default_timeout: Duration::from_secs(10),
             max_timeout: Duration::from_secs(600),
             allow_outside_working_dir: false,
-            subagents: None,
         }
     }
 }

@@ -29,7 +29,7 @@ fn every_apply_patch_data_case_gives_its_expected_tree_or_error() {
     // and no `error` means the tree must end up empty), and optionally `output`.
     check_every_case(&data_dir("apply_patch"), 40, |case| {
         let patch = fs::read_to_string(case.join("patch")).expect("read the patch");
-        run_tree_case(case, apply_patch::tool(), &patch_call(&patch))
+        run_tree_case(case, apply_patch(), &patch_call(&patch))
     });
 }
 
@@ -47,7 +47,7 @@ fn every_codex_conformance_scenario_gives_its_expected_tree() {
         let dir = tempfile::tempdir().expect("temp dir");
         copy_tree(&scenario.join("input"), dir.path());
         let patch = fs::read_to_string(scenario.join("patch.txt")).expect("read patch.txt");
-        let outcome = run_tool(apply_patch::tool(), dir.path(), &patch_call(&patch));
+        let outcome = run_tool(apply_patch(), dir.path(), &patch_call(&patch));
         // 015 documents Codex's partial application; agentloop is all-or-nothing, so the
         // expected tree is the input tree (empty).
         let expected = if name.starts_with("015_") {
@@ -90,7 +90,7 @@ fn a_failing_hunk_in_the_third_of_three_files_leaves_all_three_unchanged() {
                  *** Update File: two.txt\n@@\n-two.txt line 2\n+changed\n\
                  *** Update File: three.txt\n@@\n-three.txt line 9\n+changed\n\
                  *** End Patch\n";
-    let outcome = run_tool(apply_patch::tool(), dir.path(), &patch_call(patch));
+    let outcome = run_tool(apply_patch(), dir.path(), &patch_call(patch));
     assert!(outcome.is_error, "{}", outcome.text);
     assert!(
         outcome
@@ -116,7 +116,7 @@ fn a_freeform_call_applies_the_raw_patch_text() {
         json!("*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch"),
     );
     call.kind = ToolKind::Custom;
-    let outcome = run_tool(apply_patch::tool(), dir.path(), &call);
+    let outcome = run_tool(apply_patch(), dir.path(), &call);
     assert!(!outcome.is_error, "{}", outcome.text);
     assert_eq!(
         outcome.text,
@@ -130,7 +130,7 @@ fn a_freeform_call_applies_the_raw_patch_text() {
 
 #[test]
 fn the_definition_offers_a_lark_grammar_and_a_patch_parameter() {
-    let definition = apply_patch::definition();
+    let definition = apply_patch().definition;
     let freeform = definition.freeform.expect("a freeform grammar");
     assert_eq!(freeform.syntax, "lark");
     assert!(freeform.definition.contains("\"*** Begin Patch\""));
@@ -177,7 +177,7 @@ fn twenty_hunks_apply_to_a_generated_ten_thousand_line_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (original, patch, expected) = big_file_case(0x9E37_79B9_7F4A_7C15);
     fs::write(dir.path().join("big.txt"), original).unwrap();
-    let outcome = run_tool(apply_patch::tool(), dir.path(), &patch_call(&patch));
+    let outcome = run_tool(apply_patch(), dir.path(), &patch_call(&patch));
     assert!(!outcome.is_error, "{}", outcome.text);
     assert_eq!(
         fs::read_to_string(dir.path().join("big.txt")).unwrap(),
@@ -194,7 +194,7 @@ fn paths_outside_the_working_directory_are_allowed_only_when_the_context_says_so
     let cancel = CancelToken::new();
     let patch = "*** Begin Patch\n*** Add File: ../outside.txt\n+x\n*** End Patch";
     let mut registry = agentloop::tools::ToolRegistry::new();
-    registry.register(apply_patch::tool());
+    registry.register(apply_patch());
 
     let ctx = ToolContext::new(&env, "c", &cancel);
     let outcome = registry.prepare(&patch_call(patch)).unwrap().run(&ctx);
@@ -298,7 +298,7 @@ fn a_write_failing_part_way_restores_the_files_already_written() {
     let cancel = CancelToken::new();
     let ctx = ToolContext::new(&env, "c", &cancel);
     let mut registry = agentloop::tools::ToolRegistry::new();
-    registry.register(apply_patch::tool());
+    registry.register(apply_patch());
     // Writes go in path order: b/new.txt and a.txt are written before z.txt fails.
     let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-old a\n+new a\n\
                  *** Add File: b/new.txt\n+new\n*** Delete File: gone.txt\n\

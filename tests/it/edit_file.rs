@@ -19,6 +19,6 @@ fn every_edit_file_data_case_gives_its_expected_tree_or_error() {
         )
         .expect("args.json is JSON");
         let call = ToolCall::new("call-1", "edit_file", arguments);
-        run_tree_case(case, edit_file::tool(), &call)
+        run_tree_case(case, edit_file(), &call)
     });
 }

@@ -73,7 +73,7 @@ fn llm_never_imports_the_agent_layers() {
     for (path, text) in rust_files(&root().join("src/llm")) {
         // Doc links may point up to the layers that use llm; code may not.
         let code = library_code(&text);
-        for layer in ["tools", "session", "exec", "profiles", "prompt", "subagent"] {
+        for layer in ["tools", "session", "exec", "profiles", "prompt"] {
             assert!(
                 !code.contains(&format!("crate::{layer}")),
                 "{path} uses crate::{layer}"
@@ -160,4 +160,180 @@ fn the_process_environment_is_read_only_where_documented() {
             );
         }
     }
+}
+
+/// The layers of the crate, lowest first: a top-level module may use its own layer and the
+/// ones below, never one above. A new top-level module gets a row here (an `mcp` client
+/// would sit between `tools` and `session`).
+const LAYERS: &[(&str, u32)] = &[
+    ("cancel", 0),
+    ("error", 0),
+    ("time", 0),
+    ("sync", 0),
+    ("llm", 1),
+    ("exec", 1),
+    ("prompt", 2),
+    ("tools", 2),
+    ("profiles", 3),
+    ("session", 4),
+    // Re-exports for the bench and tests, like the crate root: above everything.
+    ("unstable", 9),
+];
+
+/// The top-level modules named by `crate::` paths in `code`, grouped imports included
+/// (`use crate::{llm::Client, tools}`).
+fn crate_paths(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().last();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue; // e.g. `my_crate::`
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level names of the group: split at commas outside nested braces.
+            let mut depth = 0;
+            let mut start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => start = true,
+                    c if start && !c.is_whitespace() => {
+                        start = false;
+                        found.push(ident(&group[i..]));
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.push(ident(rest));
+        }
+    }
+    found.retain(|name| !name.is_empty());
+    found
+}
+
+/// For every top-level module of `src/`, the other top-level modules its library code uses.
+fn module_imports() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut graph = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+    for (path, text) in rust_files(&root().join("src")) {
+        let rel = path.strip_prefix("src/").unwrap();
+        let top = rel.split('/').next().unwrap().trim_end_matches(".rs");
+        if top == "lib" || is_test_file(&path) {
+            continue;
+        }
+        let uses = graph.entry(top.to_string()).or_default();
+        for used in crate_paths(&library_code(&text)) {
+            if used != top && LAYERS.iter().any(|(name, _)| *name == used) {
+                uses.insert(used);
+            }
+        }
+    }
+    graph
+}
+
+fn layer(module: &str) -> u32 {
+    LAYERS
+        .iter()
+        .find(|(name, _)| *name == module)
+        .unwrap_or_else(|| panic!("src/{module} is not in LAYERS; give it a layer"))
+        .1
+}
+
+#[test]
+fn the_crate_paths_of_a_file_are_found_grouped_or_not() {
+    let code = "use crate::llm::Client;\nuse crate::{exec::{A, B}, tools};\nlet x = \
+                crate::time::now(); my_crate::session::X; $crate::cancel::Y";
+    assert_eq!(
+        crate_paths(code),
+        ["llm", "exec", "tools", "time", "cancel"]
+    );
+}
+
+#[test]
+fn no_module_imports_from_a_higher_layer() {
+    let graph = module_imports();
+    assert!(graph.contains_key("session") && graph.contains_key("llm"));
+    let mut upward = Vec::new();
+    for (module, uses) in &graph {
+        for used in uses {
+            if layer(used) > layer(module) {
+                upward.push(format!("{module} uses {used}"));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports against the layering: {upward:?}"
+    );
+}
+
+#[test]
+fn no_cycle_between_top_level_modules() {
+    let graph = module_imports();
+    // Depth-first search from every module; a module met again on the current path closes a cycle.
+    fn visit(
+        module: &str,
+        graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|m| m == module) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(module.to_string());
+            return Some(cycle);
+        }
+        path.push(module.to_string());
+        for used in graph.get(module).into_iter().flatten() {
+            if let Some(cycle) = visit(used, graph, path) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        None
+    }
+    for module in graph.keys() {
+        if let Some(cycle) = visit(module, &graph, &mut Vec::new()) {
+            panic!("cycle between top-level modules: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_code_map_names_every_source_file() {
+    let doc = fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let start = doc.find("## Code map").expect("a code map section");
+    let map = &doc[start..];
+    let map = &map[..map[2..].find("\n## ").map_or(map.len(), |end| end + 2)];
+    let mut missing = Vec::new();
+    let mut stack = vec![root().join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("readable source dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path
+                .strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if !map.contains(&format!("`{rel}`")) {
+                missing.push(rel);
+            }
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "not in ARCHITECTURE.md's code map: {missing:?}"
+    );
 }

@@ -15,12 +15,13 @@ use agentloop::exec::{
     CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
     GrepOutput, LocalExecutionEnvironment, OutputCallback,
 };
+use agentloop::llm::ToolDefinition;
 use agentloop::llm::gemini::Gemini;
 use agentloop::llm::openai_chat::OpenAiChat;
 use agentloop::profiles::{self, ProviderProfile};
-use agentloop::prompt::format_date;
 use agentloop::session::{Session, SessionConfig};
-use agentloop::tools::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput};
+use agentloop::tools::{RegisteredTool, ToolContext, ToolInput, ToolOutput};
+use agentloop::unstable::format_date;
 use serde_json::{Value, json};
 
 use crate::parity_kit::{Kit, Run, ended};
@@ -383,8 +384,8 @@ fn anthropic_requests_carry_the_beta_headers_of_the_profile() {
     let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
     let profile = profiles::anthropic("claude-opus-4-6").merge_provider_options(json!({
         "anthropic": {"beta_headers": [
-            profiles::anthropic::INTERLEAVED_THINKING_BETA,
-            profiles::anthropic::CONTEXT_1M_BETA
+            profiles::INTERLEAVED_THINKING_BETA,
+            profiles::CONTEXT_1M_BETA
         ]}
     }));
     let session = Session::new(
@@ -633,7 +634,7 @@ fn the_anthropic_shell_defaults_to_120_s_unless_the_call_or_the_session_says_oth
         shell_timeouts(
             Kit::Anthropic,
             echo.clone(),
-            default().with_max_command_timeout_ms(60_000)
+            default().with_max_command_timeout(Duration::from_secs(60))
         ),
         [Duration::from_secs(60)]
     );
@@ -642,7 +643,7 @@ fn the_anthropic_shell_defaults_to_120_s_unless_the_call_or_the_session_says_oth
         shell_timeouts(
             Kit::Anthropic,
             echo,
-            default().with_default_command_timeout_ms(5_000)
+            default().with_default_command_timeout(Duration::from_secs(5))
         ),
         [Duration::from_secs(5)]
     );
@@ -662,7 +663,11 @@ fn the_anthropic_grep_lists_files_or_counts_matches_per_file_on_request() {
     std::fs::write(dir.path().join("src/a.rs"), "todo\nTODO later\ntodo\n").unwrap();
     std::fs::write(dir.path().join("src/b.rs"), "nothing\ntodo\n").unwrap();
     std::fs::write(dir.path().join("c.md"), "no match\n").unwrap();
-    let grep = profiles::anthropic::grep_tool();
+    let grep = profiles::anthropic("claude-sonnet-4-5")
+        .tool_registry
+        .get("grep")
+        .expect("the Anthropic profile has grep")
+        .clone();
     let files = run_tool(
         &grep,
         dir.path(),

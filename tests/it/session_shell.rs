@@ -28,9 +28,9 @@ fn shell_harness(turns: Vec<ScriptedTurn>, config: SessionConfig) -> ShellHarnes
     let dir = tempfile::tempdir().unwrap();
     let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
     let profile = ProviderProfile::new("scripted", "scripted-model")
-        .with_tool(tools::shell::tool())
-        .with_tool(tools::read_file::tool())
-        .with_tool(tools::write_file::tool());
+        .with_tool(tools::shell())
+        .with_tool(tools::read_file())
+        .with_tool(tools::write_file());
     let model = ScriptedModel::new(turns);
     let client = crate::support::client_for(model.clone());
     let session = Session::new(profile, env, client, config).unwrap();

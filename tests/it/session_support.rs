@@ -13,12 +13,13 @@ use agentloop::exec::{
     CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
     GrepOutput, OutputCallback,
 };
+use agentloop::llm::ToolDefinition;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::{
     EventKind, Events, RecvError, Session, SessionConfig, SessionEvent, StopReason,
 };
-use agentloop::tools::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput};
+use agentloop::tools::{RegisteredTool, ToolContext, ToolInput, ToolOutput};
 use serde_json::{Value, json};
 
 /// A deadline that catches hangs; never a speed target.

@@ -434,8 +434,8 @@ fn tools_get_the_profile_default_timeout_unless_the_config_sets_one() {
         let mut config = SessionConfig::default();
         if let Some(ms) = config_ms {
             config = config
-                .with_default_command_timeout_ms(ms)
-                .with_max_command_timeout_ms(900_000);
+                .with_default_command_timeout(Duration::from_millis(ms))
+                .with_max_command_timeout(Duration::from_secs(900));
         }
         let h = harness_with(ScriptedModel::new(turns()), profile, config);
         h.session.run("go").unwrap();

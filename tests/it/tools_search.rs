@@ -24,12 +24,12 @@ fn tree() -> tempfile::TempDir {
 }
 
 fn grep_call(dir: &Path, arguments: Value) -> (bool, String) {
-    let outcome = run_tool(grep::tool(), dir, &ToolCall::new("c", "grep", arguments));
+    let outcome = run_tool(grep(), dir, &ToolCall::new("c", "grep", arguments));
     (outcome.is_error, outcome.text)
 }
 
 fn glob_call(dir: &Path, arguments: Value) -> (bool, String) {
-    let outcome = run_tool(glob::tool(), dir, &ToolCall::new("c", "glob", arguments));
+    let outcome = run_tool(glob(), dir, &ToolCall::new("c", "glob", arguments));
     (outcome.is_error, outcome.text)
 }
 
@@ -129,7 +129,7 @@ fn glob_says_when_nothing_matches_and_rejects_bad_paths() {
 fn read_many_files_expands_glob_patterns() {
     let dir = tree();
     let outcome = run_tool(
-        read_many_files::tool(),
+        read_many_files(),
         dir.path(),
         &ToolCall::new(
             "c",

@@ -15,7 +15,7 @@ const TIMEOUT_MESSAGE_TAIL: &str = "ms. Partial output is shown above.\nYou can 
 
 fn run(ctx: &ToolContext<'_>, arguments: Value) -> ToolOutcome {
     let mut registry = ToolRegistry::new();
-    registry.register(shell::tool());
+    registry.register(shell());
     registry
         .prepare(&ToolCall::new("call-1", "shell", arguments))
         .expect("valid arguments")

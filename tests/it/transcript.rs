@@ -436,9 +436,9 @@ fn tree(root: &Path) -> BTreeMap<String, String> {
 fn file_profile(base: &str) -> ProviderProfile {
     ProviderProfile::new("anthropic", "claude-loopback")
         .with_base_instructions(base)
-        .with_tool(tools::write_file::tool())
-        .with_tool(tools::edit_file::tool())
-        .with_tool(tools::shell::tool())
+        .with_tool(tools::write_file())
+        .with_tool(tools::edit_file())
+        .with_tool(tools::shell())
 }
 
 /// A working directory whose commands see a variable holding a password.
@@ -792,7 +792,7 @@ fn a_changed_tool_output_passes_strict_replay_and_fails_exact_replay_at_that_out
 }
 
 fn read_profile() -> ProviderProfile {
-    ProviderProfile::new("scripted", "scripted-model").with_tool(tools::read_file::tool())
+    ProviderProfile::new("scripted", "scripted-model").with_tool(tools::read_file())
 }
 
 /// Parent spawns a child that writes a file, waits for it, answers (the scripted model

@@ -58,8 +58,10 @@ use std::fmt;
 
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result};
-use crate::llm::http::{self, Decoder, EventIter, HttpOptions, HttpRequest, WireFormat};
+use crate::llm::http::{self, EventIter, HttpOptions, HttpRequest};
+use crate::llm::status;
 use crate::llm::wire::decode_body;
+use crate::llm::wire::{Decoder, WireFormat};
 use crate::llm::{Provider, Request};
 use request::build_body;
 use stream::AnthropicDecoder;
@@ -188,8 +190,8 @@ impl WireFormat for Anthropic {
     }
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {
-        let body = http::redact_key(body, &self.api_key);
-        http::error_from_status(ID, status, headers, &body)
+        let body = status::redact_key(body, &self.api_key);
+        status::error_from_status(ID, status, headers, &body)
     }
 }
 

@@ -167,30 +167,7 @@ pub(super) fn build_body(request: &Request, max_tokens_default: u32) -> Result<B
     let auto_cache = setting("auto_cache")
         .and_then(Value::as_bool)
         .unwrap_or(true);
-    let mut betas: Vec<String> = Vec::new();
-    match setting("beta_headers") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(items)) => {
-            for item in items {
-                let Some(beta) = item.as_str() else {
-                    return Err(config_error(
-                        "provider_options.anthropic.beta_headers must be a list of strings",
-                    ));
-                };
-                push_unique(&mut betas, beta);
-            }
-        }
-        Some(Value::String(beta)) => {
-            for beta in beta.split(',') {
-                push_unique(&mut betas, beta.trim());
-            }
-        }
-        Some(_) => {
-            return Err(config_error(
-                "provider_options.anthropic.beta_headers must be a list of strings",
-            ));
-        }
-    }
+    let mut betas = beta_headers(setting("beta_headers"))?;
 
     // Body fields from options, minus settings and the keys the translation owns.
     let mut merged = Map::new();
@@ -207,27 +184,7 @@ pub(super) fn build_body(request: &Request, max_tokens_default: u32) -> Result<B
         (Some(effort), false) => Some(thinking_budget(effort)?),
         _ => None,
     };
-    let max_tokens = match (request.max_tokens, budget) {
-        (Some(max), Some(budget)) if max <= budget => {
-            return Err(config_error(format!(
-                "max_tokens ({max}) must exceed the thinking budget ({budget}) of reasoning_effort \
-                 `{}`; raise max_tokens or lower the effort",
-                request.reasoning_effort.as_deref().unwrap_or_default()
-            )));
-        }
-        (Some(max), _) => max,
-        (None, Some(budget)) => max_tokens_default.saturating_add(budget),
-        (None, None) => {
-            // A `thinking` object given through provider options: leave room for it too.
-            let option_budget = merged
-                .get("thinking")
-                .filter(|t| t.get("type").and_then(Value::as_str) == Some("enabled"))
-                .and_then(|t| t.get("budget_tokens"))
-                .and_then(Value::as_u64)
-                .map_or(0, |b| u32::try_from(b).unwrap_or(u32::MAX));
-            max_tokens_default.saturating_add(option_budget)
-        }
-    };
+    let max_tokens = max_tokens(request, budget, &merged, max_tokens_default)?;
     let thinking =
         budget.map(|budget| serde_json::json!({"type": "enabled", "budget_tokens": budget}));
 
@@ -299,6 +256,67 @@ pub(super) fn build_body(request: &Request, max_tokens_default: u32) -> Result<B
     let body = serde_json::to_vec(&body)
         .map_err(|e| config_error(format!("the request cannot be serialised: {e}")))?;
     Ok(BuiltBody { body, betas })
+}
+
+/// The `anthropic-beta` values from `provider_options.anthropic.beta_headers` (a list, or
+/// one comma-separated string).
+fn beta_headers(setting: Option<&Value>) -> Result<Vec<String>> {
+    let mut betas: Vec<String> = Vec::new();
+    match setting {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for item in items {
+                let Some(beta) = item.as_str() else {
+                    return Err(config_error(
+                        "provider_options.anthropic.beta_headers must be a list of strings",
+                    ));
+                };
+                push_unique(&mut betas, beta);
+            }
+        }
+        Some(Value::String(beta)) => {
+            for beta in beta.split(',') {
+                push_unique(&mut betas, beta.trim());
+            }
+        }
+        Some(_) => {
+            return Err(config_error(
+                "provider_options.anthropic.beta_headers must be a list of strings",
+            ));
+        }
+    }
+    Ok(betas)
+}
+
+/// `max_tokens`: the request's, or the default plus room for the thinking budget (from
+/// `reasoning_effort` or a `thinking` object in the provider options).
+fn max_tokens(
+    request: &Request,
+    budget: Option<u32>,
+    merged: &Map<String, Value>,
+    max_tokens_default: u32,
+) -> Result<u32> {
+    Ok(match (request.max_tokens, budget) {
+        (Some(max), Some(budget)) if max <= budget => {
+            return Err(config_error(format!(
+                "max_tokens ({max}) must exceed the thinking budget ({budget}) of reasoning_effort \
+                 `{}`; raise max_tokens or lower the effort",
+                request.reasoning_effort.as_deref().unwrap_or_default()
+            )));
+        }
+        (Some(max), _) => max,
+        (None, Some(budget)) => max_tokens_default.saturating_add(budget),
+        (None, None) => {
+            // A `thinking` object given through provider options: leave room for it too.
+            let option_budget = merged
+                .get("thinking")
+                .filter(|t| t.get("type").and_then(Value::as_str) == Some("enabled"))
+                .and_then(|t| t.get("budget_tokens"))
+                .and_then(Value::as_u64)
+                .map_or(0, |b| u32::try_from(b).unwrap_or(u32::MAX));
+            max_tokens_default.saturating_add(option_budget)
+        }
+    })
 }
 
 fn push_unique(list: &mut Vec<String>, item: &str) {

@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::ID;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::accumulate::{ResponseBuilder, Slot};
-use crate::llm::http::{self, Decoder};
+use crate::llm::status;
+use crate::llm::wire::Decoder;
 use crate::llm::{FinishKind, FinishReason, StreamEvent, sse};
 
 /// One SSE payload; every event type's fields, all optional, so one parse serves all.
@@ -266,7 +267,7 @@ fn stream_error(error: Option<WireError>, data: &str) -> Error {
         "request_too_large" => ErrorKind::ContextLength,
         "billing_error" => ErrorKind::Quota,
         "invalid_request_error" => {
-            http::kind_from_message(&message).unwrap_or(ErrorKind::InvalidRequest)
+            status::kind_from_message(&message).unwrap_or(ErrorKind::InvalidRequest)
         }
         // Unknown errors default to retryable (unified spec §6.3).
         _ => ErrorKind::Server,
@@ -332,7 +333,7 @@ impl Decoder for AnthropicDecoder {
             "ping" => {}
             "error" => {
                 let key = self.api_key.as_deref().unwrap_or_default();
-                let data = http::redact_key(&event.data, key);
+                let data = status::redact_key(&event.data, key);
                 let wire: WireEvent = serde_json::from_str(&data).unwrap_or(wire);
                 return Err(stream_error(wire.error, &data));
             }

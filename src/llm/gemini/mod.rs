@@ -56,7 +56,9 @@ use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result, scrub_secrets};
-use crate::llm::http::{self, Decoder, EventIter, HttpRequest, WireFormat};
+use crate::llm::http::{self, EventIter, HttpRequest};
+use crate::llm::status;
+use crate::llm::wire::{Decoder, WireFormat};
 use crate::llm::wire::{check_header_value, decode_body};
 use crate::llm::{HttpOptions, Provider, Request, Response};
 
@@ -183,7 +185,7 @@ impl WireFormat for Gemini {
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {
         // A server that echoes the key must not put it in an error, whatever its shape.
-        let body = http::redact_key(body, &self.api_key);
+        let body = status::redact_key(body, &self.api_key);
         gemini_error(Some(status), headers, &body)
     }
 }
@@ -209,7 +211,7 @@ pub(crate) fn gemini_error(status: Option<u16>, headers: &[(String, String)], bo
     let grpc = error.get("status").and_then(Value::as_str);
     let message = match error.get("message").and_then(Value::as_str) {
         Some(m) if !m.is_empty() => m.to_string(),
-        _ => http::message_from_body(body, status),
+        _ => status::message_from_body(body, status),
     };
     let details = error
         .get("details")
@@ -242,7 +244,7 @@ pub(crate) fn gemini_error(status: Option<u16>, headers: &[(String, String)], bo
         .and_then(|d| d.get("retryDelay"))
         .and_then(Value::as_str)
         .and_then(parse_duration);
-    if let Some(wait) = http::retry_after_from_headers(headers).or(delay) {
+    if let Some(wait) = status::retry_after_from_headers(headers).or(delay) {
         err = err.with_retry_after(wait);
     }
     if !body.trim().is_empty() {
@@ -261,7 +263,7 @@ fn classify(
         return ErrorKind::Authentication;
     }
     let lower = message.to_ascii_lowercase();
-    if http::kind_from_message(message) == Some(ErrorKind::ContextLength)
+    if status::kind_from_message(message) == Some(ErrorKind::ContextLength)
         || lower.contains("exceeds the maximum number of tokens")
     {
         return ErrorKind::ContextLength;
@@ -277,8 +279,8 @@ fn classify(
         Some("UNAVAILABLE" | "INTERNAL" | "UNKNOWN" | "ABORTED" | "DATA_LOSS") => ErrorKind::Server,
         Some("DEADLINE_EXCEEDED") => ErrorKind::Timeout,
         _ => match status {
-            Some(status) => http::classify(status, message),
-            None => http::kind_from_message(message).unwrap_or(ErrorKind::Server),
+            Some(status) => status::classify(status, message),
+            None => status::kind_from_message(message).unwrap_or(ErrorKind::Server),
         },
     }
 }

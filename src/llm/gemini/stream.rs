@@ -13,8 +13,8 @@ use serde_json::Value;
 use super::{ID, gemini_error};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::accumulate::{ResponseBuilder, Slot};
-use crate::llm::http::Decoder;
 use crate::llm::sse;
+use crate::llm::wire::Decoder;
 use crate::llm::wire::malformed;
 use crate::llm::{ContentPart, FinishKind, FinishReason, StreamEvent, ToolCall};
 
@@ -261,7 +261,7 @@ impl Decoder for GeminiDecoder {
         let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|e| malformed(ID, data, &e))?;
         if chunk.error.is_some() {
             self.failed = true;
-            let data = crate::llm::http::redact_key(data, self.api_key.as_deref().unwrap_or(""));
+            let data = crate::llm::status::redact_key(data, self.api_key.as_deref().unwrap_or(""));
             return Err(gemini_error(None, &[], &data));
         }
         self.builder.start(

@@ -2,13 +2,13 @@
 //! it never does I/O and never keeps a key (messages and body excerpts are scrubbed). It is
 //! shared by the Responses and Chat Completions formats and by the servers that copy the
 //! shape (Groq, OpenRouter, llama.cpp, vLLM, Ollama). Builds on the status and message
-//! rules in `llm::http` (unified spec §6.4–6.5) and adds what OpenAI's own codes say.
+//! rules in `llm::status` (unified spec §6.4–6.5) and adds what OpenAI's own codes say.
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, scrub_secrets};
-use crate::llm::http;
+use crate::llm::status;
 
 /// The error for an OpenAI-style error body. `status` is `None` for an error that arrived
 /// inside a 200 stream (an `error` event or an `{"error": …}` chunk).
@@ -40,9 +40,9 @@ pub(crate) fn openai_error(
     };
     let message = message
         .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| http::message_from_body(body, status));
+        .unwrap_or_else(|| status::message_from_body(body, status));
     let mut error = provider_error(provider, status, code.as_ref(), kind.as_deref(), &message);
-    if let Some(wait) = http::retry_after_from_headers(headers) {
+    if let Some(wait) = status::retry_after_from_headers(headers) {
         error = error.with_retry_after(wait);
     }
     if !body.trim().is_empty() {
@@ -106,8 +106,8 @@ pub(crate) fn classify(
         }
     }
     match status {
-        Some(status) => http::classify(status, message),
-        None => match (http::kind_from_message(message), kind) {
+        Some(status) => status::classify(status, message),
+        None => match (status::kind_from_message(message), kind) {
             (Some(found), _) => found,
             (None, Some("invalid_request_error")) => ErrorKind::InvalidRequest,
             (None, _) => ErrorKind::Server,

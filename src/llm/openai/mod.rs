@@ -39,7 +39,9 @@ use std::fmt;
 
 use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
-use crate::llm::http::{self, Decoder, EventIter, HttpRequest, WireFormat};
+use crate::llm::http::{self, EventIter, HttpRequest};
+use crate::llm::status;
+use crate::llm::wire::{Decoder, WireFormat};
 use crate::llm::wire::{check_header_value, decode_body};
 use crate::llm::{HttpOptions, Provider, Request, Response};
 
@@ -170,7 +172,7 @@ impl WireFormat for OpenAi {
 
     fn classify_error(&self, status: u16, headers: &[(String, String)], body: &str) -> Error {
         // A server that echoes the key must not put it in an error, whatever its shape.
-        let body = http::redact_key(body, &self.api_key);
+        let body = status::redact_key(body, &self.api_key);
         openai_error(ID, Some(status), headers, &body)
     }
 }

@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::error::provider_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::accumulate::{ResponseBuilder, Slot};
-use crate::llm::http::Decoder;
 use crate::llm::sse;
+use crate::llm::wire::Decoder;
 use crate::llm::wire::malformed;
 use crate::llm::{ContentPart, FinishKind, FinishReason, StreamEvent, ToolKind, Usage};
 
@@ -392,7 +392,8 @@ impl ResponsesDecoder {
             None => (None, code, message),
         };
         let message = message.unwrap_or_else(|| "the stream reported an error".to_string());
-        let message = crate::llm::http::redact_key(&message, self.api_key.as_deref().unwrap_or(""));
+        let message =
+            crate::llm::status::redact_key(&message, self.api_key.as_deref().unwrap_or(""));
         provider_error(
             &self.provider,
             None,

@@ -45,8 +45,10 @@ use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
-use crate::llm::http::{self, Decoder, EventIter, HttpRequest, WireFormat};
+use crate::llm::http::{self, EventIter, HttpRequest};
 use crate::llm::openai::openai_error;
+use crate::llm::status;
+use crate::llm::wire::{Decoder, WireFormat};
 use crate::llm::wire::{
     check_header_value, decode_body, image_url, serialize_with_options, system_text,
 };
@@ -211,7 +213,7 @@ impl WireFormat for OpenAiChat {
         // A server that echoes the key must not put it in an error, whatever its shape
         // (`gsk_…`, `fw_…` and plain keys escape the generic secret pattern).
         let body = match &self.api_key {
-            Some(key) => http::redact_key(body, key),
+            Some(key) => status::redact_key(body, key),
             None => std::borrow::Cow::Borrowed(body),
         };
         let error = openai_error(&self.id, Some(status), headers, &body);

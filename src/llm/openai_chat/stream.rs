@@ -10,9 +10,9 @@ use serde_json::Value;
 use super::lenient;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::accumulate::{ResponseBuilder, Slot};
-use crate::llm::http::Decoder;
 use crate::llm::openai::openai_error;
 use crate::llm::sse;
+use crate::llm::wire::Decoder;
 use crate::llm::wire::malformed;
 use crate::llm::{ContentPart, FinishKind, FinishReason, StreamEvent};
 
@@ -248,14 +248,14 @@ impl Decoder for ChatDecoder {
         }
         if event.event.as_deref() == Some("error") {
             self.failed = true;
-            let data = crate::llm::http::redact_key(data, self.api_key.as_deref().unwrap_or(""));
+            let data = crate::llm::status::redact_key(data, self.api_key.as_deref().unwrap_or(""));
             return Err(openai_error(&self.provider, None, &[], &data));
         }
         let chunk: Chunk<'_> =
             serde_json::from_str(data).map_err(|e| malformed(&self.provider, data, &e))?;
         if chunk.error.is_some() {
             self.failed = true;
-            let data = crate::llm::http::redact_key(data, self.api_key.as_deref().unwrap_or(""));
+            let data = crate::llm::status::redact_key(data, self.api_key.as_deref().unwrap_or(""));
             return Err(openai_error(&self.provider, None, &[], &data));
         }
         self.builder

@@ -67,7 +67,7 @@
 //! arguments and outputs are recorded as the model saw them (and, with events on, in
 //! full), so what a command prints is in the transcript just as the model received it.
 
-mod replay;
+mod scripted;
 mod writer;
 
 use std::path::Path;
@@ -102,7 +102,7 @@ pub struct TranscriptHeader {
     /// The execution environment's working directory.
     pub working_directory: String,
     /// When the session started.
-    #[serde(with = "super::time::rfc3339")]
+    #[serde(with = "crate::time::rfc3339")]
     pub started_at: SystemTime,
     /// The serialisable settings of the session's `SessionConfig` (limits, timeouts,
     /// truncation, loop detection); never the approval hook.

@@ -18,14 +18,13 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::replay::Replay;
-pub use super::replay::ReplayMode;
-pub(crate) use super::replay::{ExpectedRequest, ReplayStep};
+mod replay;
+
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::client::Provider;
@@ -33,6 +32,10 @@ use crate::llm::{
     ContentPart, FinishKind, FinishReason, Message, Request, Response, Role, StreamEvent,
     ThinkingData, ToolCall, Usage,
 };
+use crate::sync::lock;
+use replay::Replay;
+pub use replay::ReplayMode;
+pub(crate) use replay::{ExpectedRequest, ReplayStep};
 
 /// How a scripted turn misbehaves, if it does.
 enum Failure {
@@ -225,10 +228,6 @@ impl fmt::Debug for ScriptedModel {
             .field("requests", &lock(&self.inner.requests).len())
             .finish()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl ScriptedModel {

@@ -1,6 +1,8 @@
-//! RFC 3339 timestamps (`2026-01-01T00:00:00.000Z`), formatted and parsed by hand.
+//! The crate's one calendar: RFC 3339 timestamps (`2026-01-01T00:00:00.000Z`) for events,
+//! history and transcripts, `YYYY-MM-DD` dates for the system prompt, and HTTP dates for
+//! `Retry-After`; formatted and parsed by hand (proleptic Gregorian, UTC).
 //!
-//! UTC only, millisecond precision. This module never reads the local time zone or the
+//! UTC only, millisecond precision. This module never reads the clock's time zone or the
 //! environment.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -83,9 +85,58 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::new(secs as u64, nanos as u32))
 }
 
+/// Formats `time` as a UTC calendar date, `YYYY-MM-DD`. Times before 1970 give
+/// `1970-01-01`.
+pub(crate) fn format_date(time: SystemTime) -> String {
+    let seconds = time
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (year, month, day) = civil_from_days((seconds / 86_400) as i64);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only HTTP date form
+/// servers may send (RFC 9110 §5.6.7).
+pub(crate) fn parse_http_date(value: &str) -> Option<SystemTime> {
+    let rest = value.split_once(", ").map(|(_, r)| r)?;
+    let mut parts = rest.split(' ');
+    let day: u64 = parts.next()?.parse().ok()?;
+    let month: u32 = match parts.next()? {
+        "Jan" => 1,
+        "Feb" => 2,
+        "Mar" => 3,
+        "Apr" => 4,
+        "May" => 5,
+        "Jun" => 6,
+        "Jul" => 7,
+        "Aug" => 8,
+        "Sep" => 9,
+        "Oct" => 10,
+        "Nov" => 11,
+        "Dec" => 12,
+        _ => return None,
+    };
+    let year: i64 = parts.next()?.parse().ok()?;
+    // Only plausible dates: keeps the arithmetic below far from overflow.
+    if !(1970..=9999).contains(&year) {
+        return None;
+    }
+    let mut hms = parts.next()?.split(':');
+    let h: u64 = hms.next()?.parse().ok()?;
+    let m: u64 = hms.next()?.parse().ok()?;
+    let s: u64 = hms.next()?.parse().ok()?;
+    if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day as u32);
+    let secs = u64::try_from(days).ok()? * 86_400 + h * 3600 + m * 60 + s;
+    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
+}
+
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's
 /// algorithm).
-pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -163,6 +214,31 @@ mod tests {
             "x",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_day_follows_the_previous_one_across_four_centuries() {
+        // Walk 1970..2370 day by day and check the calendar advances by exactly one day.
+        let mut previous = civil_from_days(0);
+        for days in 1..146_097 {
+            let current = civil_from_days(days);
+            let (y, m, d) = previous;
+            let days_in_month = match m {
+                1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+                4 | 6 | 9 | 11 => 30,
+                _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+                _ => 28,
+            };
+            let expected = if d < days_in_month {
+                (y, m, d + 1)
+            } else if m < 12 {
+                (y, m + 1, 1)
+            } else {
+                (y + 1, 1, 1)
+            };
+            assert_eq!(current, expected, "day {days}");
+            previous = current;
         }
     }
 }

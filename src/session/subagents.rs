@@ -1,5 +1,6 @@
 //! Subagents (spec §7): child sessions a model starts with `spawn_agent`, steers with
-//! `send_input`, collects with `wait` and ends with `close_agent`.
+//! `send_input`, collects with `wait` and ends with `close_agent` (the tools themselves are
+//! defined in `tools/subagent.rs`; a session connects them to its [`Subagents`] at launch).
 //!
 //! A child is a full [`Session`] on its own worker thread with its own history. It uses
 //! the parent's profile (the model can be overridden), the parent's client and
@@ -30,9 +31,8 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, select};
@@ -43,202 +43,39 @@ use crate::exec::{
     CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
     GrepOutput, OutputCallback,
 };
-use crate::llm::{Client, ToolDefinition};
+use crate::llm::Client;
 use crate::profiles::ProviderProfile;
-use crate::session::{Outcome, Session, SessionConfig, StopReason, lock};
-use crate::tools::{RegisteredTool, ToolContext, ToolInput, ToolOutput, ToolRegistry, args};
-
-/// The name of the tool that starts a subagent.
-pub const SPAWN_AGENT: &str = "spawn_agent";
-/// The name of the tool that sends a subagent a message.
-pub const SEND_INPUT: &str = "send_input";
-/// The name of the tool that waits for a subagent's result.
-pub const WAIT: &str = "wait";
-/// The name of the tool that ends a subagent.
-pub const CLOSE_AGENT: &str = "close_agent";
+use crate::session::{EventSink, Outcome, Session, SessionConfig, StopReason, lock};
+use crate::tools::subagent::{SpawnRequest, SubagentCall, SubagentHandler};
+use crate::tools::{ToolContext, ToolOutput, ToolRegistry, args};
 
 /// What a subagent reports when its work ends (spec §7.3). The `wait` tool returns it to
 /// the model as JSON: `{"status": "completed" | "failed", "output", "success",
 /// "turns_used"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SubagentResult {
+pub(crate) struct SubagentResult {
     /// The subagent's final answer text.
-    pub output: String,
+    pub(crate) output: String,
     /// Whether it finished naturally (the model answered with text only).
-    pub success: bool,
+    pub(crate) success: bool,
     /// Model calls the subagent made over its whole life.
-    pub turns_used: usize,
+    pub(crate) turns_used: usize,
 }
 
-/// The four subagent tools, in the order profiles list them.
-pub fn tools() -> Vec<RegisteredTool> {
-    vec![
-        RegisteredTool::new(spawn_definition(), spawn_agent),
-        RegisteredTool::new(send_input_definition(), send_input),
-        RegisteredTool::new(wait_definition(), wait),
-        RegisteredTool::new(close_definition(), close_agent),
-    ]
-}
-
-fn spawn_definition() -> ToolDefinition {
-    ToolDefinition {
-        name: SPAWN_AGENT.to_string(),
-        description: "\
-Start a subagent: a separate agent with its own conversation that works on the same files \
-and runs at the same time as you. It does not see this conversation, so describe the task \
-completely. Returns the agent id at once; collect the result with wait, send more \
-instructions with send_input, stop it with close_agent."
-            .to_string(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "task": {
-                    "type": "string",
-                    "description": "The complete task for the subagent, in plain language."
-                },
-                "working_dir": {
-                    "type": "string",
-                    "description": "A subdirectory to confine the subagent to (default: your working directory)."
-                },
-                "model": {
-                    "type": "string",
-                    "description": "A different model for the subagent (default: yours)."
-                },
-                "max_turns": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "Most model calls the subagent may make (default 0: no limit)."
-                }
-            },
-            "required": ["task"],
-            "additionalProperties": false
-        }),
-        freeform: None,
+/// Gives the session's tool registry its subagent tools: connected to `subagents`, or
+/// removed when the session is at the maximum depth.
+pub(crate) fn register(registry: &mut ToolRegistry, subagents: &Arc<Subagents>) {
+    if subagents.depth >= subagents.config.max_subagent_depth {
+        crate::tools::subagent::remove(registry);
+        return;
     }
-}
-
-fn send_input_definition() -> ToolDefinition {
-    ToolDefinition {
-        name: SEND_INPUT.to_string(),
-        description: "\
-Send a message to a subagent. While it works, the message reaches it at its next step; once \
-it has finished, the message starts a new piece of work (collect it with wait)."
-            .to_string(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "agent_id": {"type": "string", "description": "The id spawn_agent returned."},
-                "message": {"type": "string", "description": "The message for the subagent."}
-            },
-            "required": ["agent_id", "message"],
-            "additionalProperties": false
-        }),
-        freeform: None,
-    }
-}
-
-fn wait_definition() -> ToolDefinition {
-    ToolDefinition {
-        name: WAIT.to_string(),
-        description: "\
-Wait for a subagent to finish its work and return its result as JSON: output (its final \
-answer), success and turns_used. With timeout_ms, returns status running if it has not \
-finished by then."
-            .to_string(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "agent_id": {"type": "string", "description": "The id spawn_agent returned."},
-                "timeout_ms": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "How long to wait at most, in milliseconds (default: until it finishes)."
-                }
-            },
-            "required": ["agent_id"],
-            "additionalProperties": false
-        }),
-        freeform: None,
-    }
-}
-
-fn close_definition() -> ToolDefinition {
-    ToolDefinition {
-        name: CLOSE_AGENT.to_string(),
-        description: "Stop a subagent and discard it. Returns its final status.".to_string(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "agent_id": {"type": "string", "description": "The id spawn_agent returned."}
-            },
-            "required": ["agent_id"],
-            "additionalProperties": false
-        }),
-        freeform: None,
-    }
-}
-
-/// Removes the four subagent tools from `registry` — the ones this module defines, not a
-/// host's own tools that happen to share a name.
-pub(crate) fn remove_tools(registry: &mut ToolRegistry) {
-    for definition in [
-        spawn_definition(),
-        send_input_definition(),
-        wait_definition(),
-        close_definition(),
-    ] {
-        if registry
-            .get(&definition.name)
-            .is_some_and(|tool| tool.definition == definition)
-        {
-            registry.unregister(&definition.name);
-        }
-    }
-}
-
-fn subagents<'a>(ctx: &ToolContext<'a>) -> Result<&'a Subagents, String> {
-    ctx.subagents.ok_or_else(|| {
-        "subagents are not available in this session; do the work yourself".to_string()
-    })
-}
-
-fn spawn_agent(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
-    let args = args::json(&input)?;
-    let request = SpawnRequest {
-        task: args::required_str(args, "task")?,
-        working_dir: args::optional_str(args, "working_dir"),
-        model: args::optional_str(args, "model").filter(|m| !m.trim().is_empty()),
-        max_turns: args::optional_u64(args, "max_turns").unwrap_or(0),
-    };
-    subagents(ctx)?.spawn(&request, ctx)
-}
-
-fn send_input(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
-    let args = args::json(&input)?;
-    let id = args::required_str(args, "agent_id")?;
-    let message = args::required_str(args, "message")?;
-    subagents(ctx)?.send_input(id, message)
-}
-
-fn wait(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
-    let args = args::json(&input)?;
-    let id = args::required_str(args, "agent_id")?;
-    let timeout = args::optional_u64(args, "timeout_ms").map(Duration::from_millis);
-    subagents(ctx)?.wait(id, timeout, ctx.cancel)
-}
-
-fn close_agent(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
-    let args = args::json(&input)?;
-    let id = args::required_str(args, "agent_id")?;
-    subagents(ctx)?.close(id)
-}
-
-struct SpawnRequest<'a> {
-    task: &'a str,
-    working_dir: Option<&'a str>,
-    model: Option<&'a str>,
-    max_turns: u64,
+    // Weak: the registry lives as long as the profile, which a host may clone and keep.
+    let subagents: Weak<Subagents> = Arc::downgrade(subagents);
+    let handler: SubagentHandler = Arc::new(move |call, ctx| match subagents.upgrade() {
+        Some(subagents) => subagents.run(call, ctx),
+        None => Err("the session has ended; no subagent can run".to_string()),
+    });
+    crate::tools::subagent::connect(registry, handler);
 }
 
 /// One running (or finished) child.
@@ -255,14 +92,14 @@ struct Child {
 /// What a session needs to start children: the parent's profile, environment, client and
 /// configuration, its event stream, its depth, and the children themselves.
 ///
-/// Every session has one; tools reach it through
-/// [`ToolContext::subagents`](crate::tools::ToolContext::subagents). Hosts do not build it.
-pub struct Subagents {
+/// Every session has one; the subagent tools reach it through the executors [`register`]
+/// gives them.
+pub(crate) struct Subagents {
     profile: ProviderProfile,
     env: Arc<dyn ExecutionEnvironment>,
     client: Client,
     config: SessionConfig,
-    events: crate::session::EventSink,
+    events: EventSink,
     depth: usize,
     children: Mutex<BTreeMap<String, Child>>,
     spawned: AtomicUsize,
@@ -284,7 +121,7 @@ impl Subagents {
         env: Arc<dyn ExecutionEnvironment>,
         client: Client,
         config: SessionConfig,
-        events: crate::session::EventSink,
+        events: EventSink,
         depth: usize,
     ) -> Subagents {
         Subagents {
@@ -300,19 +137,14 @@ impl Subagents {
         }
     }
 
-    /// How deep this session is: 0 for a host's session, 1 for its children, …
-    pub fn depth(&self) -> usize {
-        self.depth
-    }
-
-    /// Whether this session may start children.
-    pub fn can_spawn(&self) -> bool {
-        self.depth < self.config.max_subagent_depth && !self.closed.load(Ordering::SeqCst)
-    }
-
-    /// The ids of the children not closed yet.
-    pub fn agent_ids(&self) -> Vec<String> {
-        lock(&self.children).keys().cloned().collect()
+    /// Runs one parsed call of a subagent tool.
+    fn run(&self, call: SubagentCall<'_>, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {
+        match call {
+            SubagentCall::Spawn(request) => self.spawn(&request, ctx),
+            SubagentCall::SendInput { id, message } => self.send_input(id, message),
+            SubagentCall::Wait { id, timeout } => self.wait(id, timeout, ctx.cancel),
+            SubagentCall::Close { id } => self.close(id),
+        }
     }
 
     fn spawn(
@@ -710,21 +542,6 @@ impl ExecutionEnvironment for SubagentEnvironment {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_the_modules_own_tools_are_removed() {
-        let mut registry = ToolRegistry::new();
-        for tool in tools() {
-            registry.register(tool);
-        }
-        let mut hosts_wait = wait_definition();
-        hosts_wait.description = "the host's own wait".into();
-        registry.register(RegisteredTool::new(hosts_wait, |_, _| {
-            Ok(ToolOutput::default())
-        }));
-        remove_tools(&mut registry);
-        assert_eq!(registry.names(), ["wait"]);
-    }
 
     #[test]
     fn a_childs_instructions_name_its_directory_after_the_parents() {

@@ -6,17 +6,14 @@
 //! into [`ReplayStep`]s).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::scripted::ScriptedTurn;
-use super::{ContentPart, Message, Request};
+use super::ScriptedTurn;
 use crate::error::{Error, ErrorKind, Result};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use crate::llm::{ContentPart, Message, Request};
+use crate::sync::lock;
 
 /// How a model replaying a recording treats the requests it receives.
 ///
