@@ -219,8 +219,9 @@ impl ResponseBuilder {
         out: &mut Vec<StreamEvent>,
     ) -> Slot {
         self.ensure_started(out);
+        let id = self.unique_call_id(id);
         out.push(StreamEvent::ToolCallStart {
-            id: id.to_string(),
+            id: id.clone(),
             name: name.to_string(),
         });
         self.push_part(
@@ -230,6 +231,27 @@ impl ResponseBuilder {
                 ..PartState::default()
             },
         )
+    }
+
+    /// `id`, or — when an earlier tool call of this response already has it (some
+    /// OpenAI-compatible servers repeat ids) — `id` with the first free `_2`, `_3`, …
+    /// suffix, so that every call gets exactly one result in the next request. The renamed
+    /// id is what the history and the next request carry, for the call and its result alike.
+    fn unique_call_id(&self, id: &str) -> String {
+        let taken =
+            |candidate: &str| {
+                !candidate.is_empty()
+                    && self.response.message.content.iter().any(
+                        |part| matches!(part, ContentPart::ToolCall(call) if call.id == candidate),
+                    )
+            };
+        if !taken(id) {
+            return id.to_string();
+        }
+        (2..)
+            .map(|n| format!("{id}_{n}"))
+            .find(|candidate| !taken(candidate))
+            .unwrap_or_default()
     }
 
     /// Appends argument text to an open tool call; emits `ToolCallDelta` (nothing for an
@@ -259,8 +281,13 @@ impl ResponseBuilder {
 
     /// A complete tool call in one piece (Gemini): emits `ToolCallStart` and
     /// `ToolCallEnd`.
-    pub(crate) fn tool_call_whole(&mut self, call: ToolCall, out: &mut Vec<StreamEvent>) -> Slot {
+    pub(crate) fn tool_call_whole(
+        &mut self,
+        mut call: ToolCall,
+        out: &mut Vec<StreamEvent>,
+    ) -> Slot {
         self.ensure_started(out);
+        call.id = self.unique_call_id(&call.id);
         out.push(StreamEvent::ToolCallStart {
             id: call.id.clone(),
             name: call.name.clone(),
@@ -329,6 +356,12 @@ impl ResponseBuilder {
         self.response.warnings.push(warning.into());
     }
 
+    /// Records the model's refusal text (also kept as a `refusal: …` warning).
+    pub(crate) fn refuse(&mut self, refusal: String) {
+        self.warn(format!("refusal: {refusal}"));
+        self.response.refusal = Some(refusal);
+    }
+
     /// Closes open segments, completes the usage and emits `Finish` (once).
     pub(crate) fn finish(&mut self, out: &mut Vec<StreamEvent>) {
         if self.finished {
@@ -372,6 +405,21 @@ pub(crate) fn parse_arguments(raw: String, kind: ToolKind) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_repeated_tool_call_id_is_made_unique() {
+        let mut builder = super::ResponseBuilder::new("p");
+        let mut out = Vec::new();
+        builder.tool_call_start("call_1", "shell", &mut out);
+        builder.tool_call_start("call_1", "shell", &mut out);
+        builder.tool_call_start("call_1_2", "shell", &mut out);
+        builder.finish(&mut out);
+        let Some(crate::llm::StreamEvent::Finish { response, .. }) = out.last() else {
+            panic!("no finish");
+        };
+        let ids: Vec<_> = response.tool_calls().iter().map(|c| c.id.clone()).collect();
+        assert_eq!(ids, ["call_1", "call_1_2", "call_1_2_2"]);
+    }
+
     use super::*;
     use crate::llm::FinishKind;
 

@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 use std::io::Read;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelGuard, CancelToken};
 use crate::error::{Error, ErrorKind, Result, scrub_secrets};
@@ -51,6 +51,9 @@ pub struct HttpOptions {
     /// Whether to honour `HTTPS_PROXY`/`ALL_PROXY`/`NO_PROXY` from the environment (ureq
     /// reads them). Default `true`; turn it off for loopback servers.
     pub use_env_proxy: bool,
+    /// Longest time a stream may go without one event while data still arrives (a server
+    /// that sends only keep-alive comments). Default 300 s.
+    pub progress_timeout: Duration,
 }
 
 impl Default for HttpOptions {
@@ -60,6 +63,7 @@ impl Default for HttpOptions {
             first_byte_timeout: Duration::from_secs(120),
             stall_timeout: Duration::from_secs(120),
             use_env_proxy: true,
+            progress_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -80,6 +84,12 @@ impl HttpOptions {
     /// Sets [`stall_timeout`](Self::stall_timeout).
     pub fn with_stall_timeout(mut self, timeout: Duration) -> HttpOptions {
         self.stall_timeout = timeout;
+        self
+    }
+
+    /// Sets [`progress_timeout`](Self::progress_timeout).
+    pub fn with_progress_timeout(mut self, timeout: Duration) -> HttpOptions {
+        self.progress_timeout = timeout;
         self
     }
 
@@ -150,9 +160,33 @@ pub(crate) fn open(
     }
     let response = match builder.send(&http.body[..]) {
         Ok(response) => response,
-        Err(err) => return Err(transport_error(&provider, err, cancel, Phase::Headers)),
+        Err(err) => {
+            return Err(transport_error(
+                &provider,
+                err,
+                cancel,
+                Phase::Headers,
+                options,
+            ));
+        }
     };
     let status = response.status().as_u16();
+    if (300..400).contains(&status) {
+        return Err(redirected(&provider, status, response.headers()));
+    }
+    if (200..300).contains(&status) {
+        if let Some(kind) = not_an_event_stream(response.headers()) {
+            return Err(Error::new(
+                ErrorKind::Configuration,
+                format!(
+                    "the server answered {status} with `{kind}`, not an event stream \
+                     (a proxy, or a wrong URL?)"
+                ),
+            )
+            .with_provider(&provider)
+            .with_status(status));
+        }
+    }
     if !(200..300).contains(&status) {
         let headers = lowercase_headers(response.headers());
         let mut body = String::new();
@@ -168,7 +202,13 @@ pub(crate) fn open(
         }
         if let Err(err) = read {
             if body.is_empty() {
-                return Err(transport_error(&provider, err.into(), cancel, Phase::Body));
+                return Err(transport_error(
+                    &provider,
+                    err.into(),
+                    cancel,
+                    Phase::Body,
+                    options,
+                ));
             }
         }
         return Err(wire.classify_error(status, &headers, &body));
@@ -187,7 +227,45 @@ pub(crate) fn open(
         _guard: guard,
         failed: None,
         done: false,
+        options: options.clone(),
+        last_event: Instant::now(),
     }))
+}
+
+/// The content type of a 2xx response that is clearly not an event stream (HTML from a
+/// proxy or a web server, JSON from an API that does not stream). A missing or unusual
+/// content type passes: some compatible servers send none.
+fn not_an_event_stream(headers: &ureq::http::HeaderMap) -> Option<String> {
+    let value = headers
+        .get("content-type")?
+        .to_str()
+        .ok()?
+        .to_ascii_lowercase();
+    let kind = value.split(';').next().unwrap_or("").trim().to_string();
+    let known_other = kind.starts_with("text/html")
+        || kind == "application/json"
+        || kind == "application/xml"
+        || kind == "text/xml";
+    known_other.then_some(kind)
+}
+
+/// A 3xx: agentloop does not follow redirects of its POSTs (the body and the key would go
+/// to wherever the server says), and a redirect is not a server fault to retry.
+fn redirected(provider: &str, status: u16, headers: &ureq::http::HeaderMap) -> Error {
+    let location = headers
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(strip_urls)
+        .unwrap_or_else(|| "an unnamed location".to_string());
+    Error::new(
+        ErrorKind::Configuration,
+        format!(
+            "the server redirected the request ({status}) to {location}: agentloop does not \
+             follow redirects; set the base URL to the final address"
+        ),
+    )
+    .with_provider(provider)
+    .with_status(status)
 }
 
 /// The live body of a streaming response, decoded as it is read.
@@ -206,6 +284,10 @@ struct HttpEventStream {
     /// The error that ended the stream, delivered after the pending events.
     failed: Option<Error>,
     done: bool,
+    /// The timeouts, for the progress deadline and for error messages.
+    options: HttpOptions,
+    /// When the parser last produced an event (or the stream started).
+    last_event: Instant,
 }
 
 impl HttpEventStream {
@@ -228,6 +310,7 @@ impl HttpEventStream {
                         ureq::Error::from(err),
                         &self.cancel,
                         Phase::Body,
+                        &self.options,
                     ));
                 }
             };
@@ -237,6 +320,31 @@ impl HttpEventStream {
                 self.parser.finish(&mut self.sse_events);
             } else {
                 self.parser.feed(&self.buffer[..n], &mut self.sse_events);
+            }
+            if self.parser.overflowed() {
+                return Err(Error::new(
+                    ErrorKind::Stream,
+                    format!(
+                        "the stream sent a line or an event over {} MiB; it was ended",
+                        sse::MAX_EVENT_BYTES / (1024 * 1024)
+                    ),
+                )
+                .with_provider(&self.provider));
+            }
+            if self.sse_events.is_empty() {
+                let quiet = self.last_event.elapsed();
+                if quiet >= self.options.progress_timeout && !self.done {
+                    return Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "the stream sent no event for {}: only keep-alive data arrived",
+                            seconds(quiet)
+                        ),
+                    )
+                    .with_provider(&self.provider));
+                }
+            } else {
+                self.last_event = Instant::now();
             }
             let mut result = Ok(());
             for event in self.sse_events.drain(..) {
@@ -295,7 +403,13 @@ fn aborted(provider: &str) -> Error {
 }
 
 /// Maps a ureq error to ours. Never includes the URL (it may carry a key) or a header.
-fn transport_error(provider: &str, err: ureq::Error, cancel: &CancelToken, phase: Phase) -> Error {
+fn transport_error(
+    provider: &str,
+    err: ureq::Error,
+    cancel: &CancelToken,
+    phase: Phase,
+    options: &HttpOptions,
+) -> Error {
     if cancel.is_cancelled() {
         return aborted(provider);
     }
@@ -303,15 +417,24 @@ fn transport_error(provider: &str, err: ureq::Error, cancel: &CancelToken, phase
     let (kind, message) = match &err {
         ureq::Error::Timeout(Timeout::Connect | Timeout::Resolve) => (
             ErrorKind::Timeout,
-            "connecting to the provider timed out".to_string(),
+            format!(
+                "connecting to the provider timed out after {}",
+                seconds(options.connect_timeout)
+            ),
         ),
         ureq::Error::Timeout(Timeout::PerRead) if phase == Phase::Body => (
             ErrorKind::Timeout,
-            "the stream stalled: no data within the stall timeout".to_string(),
+            format!(
+                "the stream stalled: no data for {} (the stall timeout)",
+                seconds(options.stall_timeout)
+            ),
         ),
         ureq::Error::Timeout(Timeout::PerRead | Timeout::RecvResponse) => (
             ErrorKind::Timeout,
-            "no response from the provider within the first-byte timeout".to_string(),
+            format!(
+                "no response from the provider within {} (the first-byte timeout)",
+                seconds(options.first_byte_timeout.min(options.stall_timeout))
+            ),
         ),
         ureq::Error::Timeout(other) => (ErrorKind::Timeout, format!("timed out ({other})")),
         ureq::Error::HostNotFound => (ErrorKind::Network, "host not found".to_string()),
@@ -349,6 +472,16 @@ fn transport_error(provider: &str, err: ureq::Error, cancel: &CancelToken, phase
         }
     };
     Error::new(kind, message).with_provider(provider)
+}
+
+/// A duration for a message: `2.5 s`, `120 s`, `0.25 s`.
+fn seconds(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0} s")
+    } else {
+        format!("{} s", format!("{secs:.3}").trim_end_matches('0'))
+    }
 }
 
 /// Removes the query string of anything that looks like a URL (keys travel in queries).

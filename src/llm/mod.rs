@@ -536,6 +536,10 @@ pub struct Response {
     /// Non-fatal issues (refusal text, unknown events skipped, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The model's refusal text, when it declined to answer (Chat Completions
+    /// `delta.refusal`, Responses `refusal` content). It is not part of the answer text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
 }
 
 impl Default for Message {

@@ -9,9 +9,15 @@
 //! [`Parser::finish`], because real servers end streams that way.
 //!
 //! The parser never allocates per byte and never copies a line that arrives whole within
-//! one chunk; it does no I/O and knows nothing of providers.
+//! one chunk; it does no I/O and knows nothing of providers. Its memory is bounded: a line
+//! or an event's data past [`MAX_EVENT_BYTES`] (far above any real provider event) stops the
+//! parser, drops what it buffered, and [`Parser::overflowed`] says so; the caller ends the
+//! stream with an error.
 
 use memchr::{memchr, memchr2};
+
+/// The largest line, and the largest data of one event, the parser buffers: 16 MiB.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -43,6 +49,10 @@ pub struct Parser {
     retry: Option<u64>,
     /// A `retry:` seen since the last dispatch, reported on the next event.
     pending_retry: Option<u64>,
+    /// The buffering limit; 0 means [`MAX_EVENT_BYTES`].
+    limit: usize,
+    /// A line or an event passed the limit: everything after is ignored.
+    overflowed: bool,
 }
 
 impl Parser {
@@ -51,8 +61,42 @@ impl Parser {
         Parser::default()
     }
 
+    /// A parser that buffers at most `limit` bytes of one line or one event's data.
+    pub fn with_limit(limit: usize) -> Parser {
+        Parser {
+            limit: limit.max(1),
+            ..Parser::default()
+        }
+    }
+
+    /// Whether a line or an event passed the limit. The parser then ignores all input and
+    /// holds no buffered data; the stream should end with an error.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    fn limit(&self) -> usize {
+        if self.limit == 0 {
+            MAX_EVENT_BYTES
+        } else {
+            self.limit
+        }
+    }
+
+    /// Stops the parser: drops every buffer (returning their memory) and ignores the rest.
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.line = Vec::new();
+        self.data = String::new();
+        self.event = String::new();
+        self.has_data = false;
+    }
+
     /// Feeds the next chunk of the body; complete events are pushed to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        if self.overflowed {
+            return;
+        }
         let mut input = chunk;
         if self.skip_lf && !input.is_empty() {
             if input[0] == b'\n' {
@@ -70,6 +114,10 @@ impl Parser {
         let mut pos = 0;
         while let Some(i) = memchr2(b'\n', b'\r', &input[pos..]) {
             let end = pos + i;
+            if self.line.len() + (end - pos) > self.limit() {
+                self.overflow();
+                return;
+            }
             if self.line.is_empty() {
                 self.process_line(&input[pos..end], valid.get(pos..end), out);
             } else {
@@ -78,6 +126,9 @@ impl Parser {
                 self.process_line(&line, None, out);
                 line.clear();
                 self.line = line;
+            }
+            if self.overflowed {
+                return;
             }
             let mut next = end + 1;
             if input[end] == b'\r' {
@@ -96,12 +147,19 @@ impl Parser {
                 pos += 1;
             }
         }
+        if self.line.len() + (input.len() - pos) > self.limit() {
+            self.overflow();
+            return;
+        }
         self.line.extend_from_slice(&input[pos..]);
     }
 
     /// Ends the stream: a pending unterminated line is processed and a pending event
     /// without its closing blank line is dispatched.
     pub fn finish(&mut self, out: &mut Vec<Event>) {
+        if self.overflowed {
+            return;
+        }
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
             self.process_line(&line, None, out);
@@ -164,6 +222,9 @@ impl Parser {
                     self.data = value_string(value, value_text);
                 }
                 self.has_data = true;
+                if self.data.len() > self.limit() {
+                    self.overflow();
+                }
             }
             b"event" => self.event = value_string(value, value_text),
             b"id" if memchr(0, value).is_none() => {
@@ -320,6 +381,44 @@ mod tests {
         let events = parse_all(b"id: a\0b\nretry: 12x\ndata: x\n\n");
         assert_eq!(events[0].id, None);
         assert_eq!(events[0].retry, None);
+    }
+
+    #[test]
+    fn a_line_over_the_limit_stops_the_parser_and_frees_its_buffer() {
+        // One line arriving in many chunks, without a line end.
+        let mut parser = Parser::with_limit(1000);
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            parser.feed(&[b'x'; 64], &mut out);
+        }
+        assert!(parser.overflowed());
+        assert!(parser.line.capacity() == 0 && out.is_empty());
+        // Nothing after the overflow is parsed, not even a complete event.
+        parser.feed(b"\ndata: late\n\n", &mut out);
+        parser.finish(&mut out);
+        assert!(out.is_empty());
+        // A whole long line inside one chunk overflows too.
+        let mut parser = Parser::with_limit(1000);
+        let mut long = b"data: ".to_vec();
+        long.extend([b'y'; 2000]);
+        long.extend(b"\n\n");
+        parser.feed(&long, &mut out);
+        assert!(parser.overflowed() && out.is_empty());
+    }
+
+    #[test]
+    fn many_short_data_lines_over_the_limit_stop_the_parser() {
+        let mut parser = Parser::with_limit(1000);
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            parser.feed(b"data: 0123456789abcdef\n", &mut out);
+        }
+        assert!(parser.overflowed() && out.is_empty());
+        // Below the limit, events of every size pass.
+        let mut parser = Parser::with_limit(1000);
+        parser.feed(b"data: 0123456789\ndata: abc\n\n", &mut out);
+        assert!(!parser.overflowed());
+        assert_eq!(out[0].data, "0123456789\nabc");
     }
 
     #[test]

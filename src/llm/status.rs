@@ -24,6 +24,8 @@ pub(crate) fn kind_for_status(status: u16) -> ErrorKind {
         413 => ErrorKind::ContextLength,
         429 => ErrorKind::RateLimited,
         405..=499 => ErrorKind::InvalidRequest,
+        // A redirect is a wrong URL, not a server fault: never retried.
+        300..=399 => ErrorKind::Configuration,
         _ => ErrorKind::Server,
     }
 }

@@ -282,6 +282,7 @@ pub(crate) fn check(name: &str, expected: &Value, result: &Result<Response>) {
         );
     }
     if let Some(refusal) = expected.get("refusal").and_then(Value::as_str) {
+        assert_eq!(response.refusal.as_deref(), Some(refusal), "{name}");
         let warning = format!("refusal: {refusal}");
         assert!(
             response.warnings.contains(&warning),

@@ -62,6 +62,9 @@ pub struct SessionConfig {
     pub loop_detection_window: usize,
     /// Deepest subagent nesting. Default 1.
     pub max_subagent_depth: usize,
+    /// Most tool calls of one round that run at once when the profile runs them in
+    /// parallel; the others wait their turn, in the model's order. Default 8.
+    pub max_parallel_tool_calls: usize,
     /// Decides, before each validated tool call runs, whether it may run. `None` allows
     /// everything. The session runs it as the last `pre_tool_use` hook.
     pub approval: Option<ApprovalHook>,
@@ -96,6 +99,7 @@ impl Default for SessionConfig {
             enable_loop_detection: true,
             loop_detection_window: 10,
             max_subagent_depth: 1,
+            max_parallel_tool_calls: 8,
             approval: None,
             hooks: Hooks::default(),
             prices: PriceTable::default(),
@@ -119,6 +123,7 @@ impl fmt::Debug for SessionConfig {
             .field("enable_loop_detection", &self.enable_loop_detection)
             .field("loop_detection_window", &self.loop_detection_window)
             .field("max_subagent_depth", &self.max_subagent_depth)
+            .field("max_parallel_tool_calls", &self.max_parallel_tool_calls)
             .field("approval", &self.approval.as_ref().map(|_| "hook"))
             .field("hooks", &self.hooks)
             .field("prices", &self.prices)
@@ -130,6 +135,12 @@ impl fmt::Debug for SessionConfig {
 }
 
 impl SessionConfig {
+    /// Sets `max_parallel_tool_calls` (at least 1).
+    pub fn with_max_parallel_tool_calls(mut self, calls: usize) -> SessionConfig {
+        self.max_parallel_tool_calls = calls.max(1);
+        self
+    }
+
     /// Sets `max_turns`.
     pub fn with_max_turns(mut self, turns: usize) -> SessionConfig {
         self.max_turns = turns;

@@ -1,18 +1,26 @@
 //! Event delivery: how a session's events reach its host — the sink the worker emits into,
 //! the forward that wraps a subagent's events for its parent, and the [`Events`] iterator.
 //!
-//! This module never blocks the worker: the channel is unbounded, and events nobody will
-//! read are not kept (see `Listeners`).
+//! This module never blocks the worker: the channel is unbounded, events nobody will read
+//! are not kept (see `Listeners`), and live command output waiting for a slow reader is
+//! bounded: past [`OUTPUT_BACKLOG`] bytes of unread `TOOL_CALL_OUTPUT_DELTA`s, further
+//! deltas are skipped and one marker delta says how much (the call's `TOOL_CALL_END`
+//! still carries its output's head and tail).
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::events::{EventKind, SessionEvent};
 use super::transcript::TranscriptWriter;
+
+/// Most bytes of live command output (`TOOL_CALL_OUTPUT_DELTA`s) sent but not yet read by
+/// the host; past it, deltas are skipped until the reader catches up.
+pub(crate) const OUTPUT_BACKLOG: usize = 4 * 1024 * 1024;
 
 /// Who listens: decides whether the worker keeps events for the host.
 #[derive(Debug, Default)]
@@ -21,6 +29,10 @@ pub(crate) struct Listeners {
     iterators: AtomicUsize,
     /// `run()` calls waiting for their outcome.
     runs: AtomicUsize,
+    /// Bytes of output deltas in the channel, not yet read.
+    queued_output: AtomicUsize,
+    /// Bytes of output skipped per call id (and its stream), not yet reported.
+    skipped: Mutex<BTreeMap<String, (String, u64)>>,
 }
 
 impl Listeners {
@@ -32,6 +44,41 @@ impl Listeners {
             || self.runs.load(Ordering::SeqCst) == 0
     }
 
+    /// Whether a delta of `len` bytes for `call_id` may be sent now; if not, it is counted
+    /// as skipped. When it may, returns the marker for what was skipped before it, if any.
+    fn admit_output(&self, call_id: &str, stream: &str, len: usize) -> Result<Option<String>, ()> {
+        let queued = self.queued_output.load(Ordering::SeqCst);
+        let mut skipped = crate::sync::lock(&self.skipped);
+        if queued + len > OUTPUT_BACKLOG {
+            let entry = skipped
+                .entry(call_id.to_string())
+                .or_insert_with(|| (stream.to_string(), 0));
+            entry.1 += len as u64;
+            return Err(());
+        }
+        self.queued_output.fetch_add(len, Ordering::SeqCst);
+        Ok(skipped
+            .remove(call_id)
+            .map(|(_, bytes)| skipped_marker(bytes)))
+    }
+
+    /// The marker for output of `call_id` still unreported when the call ends.
+    fn take_skipped(&self, call_id: &str) -> Option<(String, String)> {
+        let (stream, bytes) = crate::sync::lock(&self.skipped).remove(call_id)?;
+        Some((stream, skipped_marker(bytes)))
+    }
+
+    /// The host read an event: its output bytes leave the backlog.
+    fn read(&self, kind: &EventKind) {
+        if let EventKind::ToolCallOutputDelta { delta, .. } = kind {
+            let _ = self
+                .queued_output
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |queued| {
+                    Some(queued.saturating_sub(delta.len()))
+                });
+        }
+    }
+
     pub(crate) fn iterators(&self) -> usize {
         self.iterators.load(Ordering::SeqCst)
     }
@@ -41,6 +88,14 @@ impl Listeners {
         self.runs.fetch_add(1, Ordering::SeqCst);
         RunGuard(self.clone())
     }
+}
+
+/// The delta that stands for output skipped while the host read too slowly.
+fn skipped_marker(bytes: u64) -> String {
+    format!(
+        "\n[agentloop: {bytes} bytes of live output skipped: the event reader fell behind; \
+         TOOL_CALL_END has the output]\n"
+    )
 }
 
 /// Unregisters a waiting `run()` when dropped.
@@ -131,15 +186,16 @@ impl EventSink {
             return;
         }
         let keep = self.listeners.keep(&kind);
+        let send = keep && self.admit(&kind);
         let Some(transcript) = &self.transcript else {
-            if keep {
+            if send {
                 let _ = self.sender.send(SessionEvent::new(kind, &*self.session_id));
             }
             return;
         };
         let event = SessionEvent::new(kind, &*self.session_id);
         let failure = transcript.event(&event);
-        if keep {
+        if send {
             let _ = self.sender.send(event);
         }
         if let Some(message) = failure {
@@ -149,6 +205,40 @@ impl EventSink {
                 code: "transcript".to_string(),
             });
         }
+    }
+}
+
+impl EventSink {
+    /// Whether `kind` goes to the host now: output deltas only within [`OUTPUT_BACKLOG`].
+    /// Sends the marker for skipped output first where one is due: before the next delta
+    /// that fits, or before the call's `TOOL_CALL_END`.
+    fn admit(&self, kind: &EventKind) -> bool {
+        let marker = match kind {
+            EventKind::ToolCallOutputDelta {
+                call_id,
+                stream,
+                delta,
+            } => match self.listeners.admit_output(call_id, stream, delta.len()) {
+                Err(()) => return false,
+                Ok(marker) => marker.map(|m| (call_id.clone(), stream.clone(), m)),
+            },
+            EventKind::ToolCallEnd { call_id, .. } => self
+                .listeners
+                .take_skipped(call_id)
+                .map(|(stream, m)| (call_id.clone(), stream, m)),
+            _ => None,
+        };
+        if let Some((call_id, stream, delta)) = marker {
+            let _ = self.sender.send(SessionEvent::new(
+                EventKind::ToolCallOutputDelta {
+                    call_id,
+                    stream,
+                    delta,
+                },
+                &*self.session_id,
+            ));
+        }
+        true
     }
 }
 
@@ -227,6 +317,7 @@ impl Events {
     }
 
     fn saw(&mut self, event: SessionEvent) -> SessionEvent {
+        self.listeners.read(&event.kind);
         if matches!(event.kind, EventKind::SessionEnd { .. }) {
             self.ended = true;
         }

@@ -166,6 +166,10 @@ pub enum EventKind {
         /// The reasoning text, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning: Option<String>,
+        /// The model's refusal text, when it declined to answer: the answer `text` is then
+        /// usually empty, and the host shows this instead.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refusal: Option<String>,
         /// Why the model stopped; `length` means the answer was cut by the output-token
         /// limit; `error`/`other` when the stream was cut short.
         finish_reason: FinishReason,

@@ -45,30 +45,52 @@ pub(crate) struct ToolRound<'a> {
 
 impl ToolRound<'_> {
     /// Runs `calls` and returns one result per call, in call order.
+    ///
+    /// In parallel, every `TOOL_CALL_START` is emitted first, in the model's order, then at
+    /// most [`SessionConfig::max_parallel_tool_calls`] named scoped threads take the calls
+    /// in that order; the rest wait their turn.
     pub(crate) fn run(&self, calls: &[ToolCall]) -> Vec<ToolResult> {
         if !(self.profile.supports_parallel_tool_calls && calls.len() > 1) {
             return calls.iter().map(|call| self.run_guarded(call)).collect();
         }
+        let started: Vec<Instant> = calls.iter().map(|call| self.start(call)).collect();
+        let results: Vec<Mutex<Option<ToolResult>>> =
+            calls.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let take_calls = || {
+            loop {
+                let index = next.fetch_add(1, Ordering::SeqCst);
+                let Some(call) = calls.get(index) else { break };
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.run_started(call, started[index])
+                }))
+                .unwrap_or_else(|_| self.crashed(call));
+                *lock(&results[index]) = Some(result);
+            }
+        };
+        let workers = self.config.max_parallel_tool_calls.clamp(1, calls.len());
         thread::scope(|scope| {
-            let handles: Vec<_> = calls
-                .iter()
-                .enumerate()
-                .map(|(index, call)| {
+            let spawned = (0..workers)
+                .filter(|worker| {
                     thread::Builder::new()
-                        .name(format!("agentloop-tool-{}-{index}", self.short_id))
-                        .spawn_scoped(scope, move || self.run_one(call))
+                        .name(format!("agentloop-tool-{}-{worker}", self.short_id))
+                        .spawn_scoped(scope, take_calls)
+                        .is_ok()
                 })
-                .collect();
-            handles
-                .into_iter()
-                .zip(calls)
-                .map(|(handle, call)| match handle {
-                    Ok(handle) => handle.join().unwrap_or_else(|_| self.crashed(call)),
-                    // The system refused another thread: run this call here instead.
-                    Err(_) => self.run_guarded(call),
-                })
-                .collect()
-        })
+                .count();
+            if spawned == 0 {
+                // The system refused every thread: run the calls here instead.
+                take_calls();
+            }
+        });
+        results
+            .into_iter()
+            .zip(calls)
+            .map(|(slot, call)| {
+                let slot = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+                slot.unwrap_or_else(|| self.crashed(call))
+            })
+            .collect()
     }
 
     /// [`run_one`](Self::run_one), with a panic outside the executor (in the host's
@@ -79,12 +101,22 @@ impl ToolRound<'_> {
     }
 
     fn run_one(&self, call: &ToolCall) -> ToolResult {
-        let started = Instant::now();
+        let started = self.start(call);
+        self.run_started(call, started)
+    }
+
+    /// Emits `TOOL_CALL_START`; returns when, for the call's duration.
+    fn start(&self, call: &ToolCall) -> Instant {
         self.events.emit(EventKind::ToolCallStart {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             arguments: call.arguments.clone(),
         });
+        Instant::now()
+    }
+
+    /// Everything after `TOOL_CALL_START`: lookup, approval, execution, `TOOL_CALL_END`.
+    fn run_started(&self, call: &ToolCall, started: Instant) -> ToolResult {
         if self.cancel.is_cancelled() {
             return self.finish(call, self.cancelled_outcome(), started);
         }

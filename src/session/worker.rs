@@ -557,6 +557,7 @@ impl Worker {
                     self.events.emit(EventKind::AssistantTextEnd {
                         text: response.text(),
                         reasoning: response.reasoning(),
+                        refusal: response.refusal.clone(),
                         finish_reason: response.finish_reason.clone(),
                         usage: response.usage,
                         tool_calls: response.tool_calls().len(),
@@ -580,6 +581,7 @@ impl Worker {
         self.events.emit(EventKind::AssistantTextEnd {
             text,
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
+            refusal: None,
             finish_reason: FinishReason::new(FinishKind::Other, Some(raw.to_string())),
             usage: Default::default(),
             tool_calls: 0,

@@ -371,7 +371,7 @@ impl ResponsesDecoder {
         }
         if !self.refusal.is_empty() {
             let refusal = std::mem::take(&mut self.refusal);
-            self.builder.warn(format!("refusal: {refusal}"));
+            self.builder.refuse(refusal);
         }
         if let Some(usage) = response.usage {
             *self.builder.usage_mut() = usage_from(usage);

@@ -229,7 +229,7 @@ impl ChatDecoder {
             .set_finish_reason(FinishReason::new(reason, self.finish_reason.clone()));
         if !self.refusal.is_empty() {
             let refusal = std::mem::take(&mut self.refusal);
-            self.builder.warn(format!("refusal: {refusal}"));
+            self.builder.refuse(refusal);
         }
         self.builder.finish(out);
     }

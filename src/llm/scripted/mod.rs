@@ -496,6 +496,7 @@ fn plan(provider: &str, model: &str, turn: ScriptedTurn, request_chars: usize) -
         finish_reason: finish_reason.clone(),
         usage,
         warnings: Vec::new(),
+        refusal: None,
     };
     if failure.is_none() {
         events.push(StreamEvent::Finish {

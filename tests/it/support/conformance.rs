@@ -128,6 +128,14 @@ pub fn response_mismatches(expected: &Value, response: &Response) -> Vec<String>
     if let Some(want) = expected.get("text").filter(|v| !v.is_null()) {
         check(&mut diffs, "text", want, Value::String(response.text()));
     }
+    if let Some(want) = expected.get("refusal") {
+        check(
+            &mut diffs,
+            "refusal",
+            want,
+            response.refusal.clone().map_or(Value::Null, Value::String),
+        );
+    }
     if let Some(want) = expected.get("reasoning") {
         check(
             &mut diffs,
