@@ -10,12 +10,10 @@
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use agentloop::CancelToken;
 use agentloop::exec::{
-    CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
-    GrepOutput, LocalExecutionEnvironment, OutputCallback,
+    CommandRequest, ExecResult, ExecutionEnvironment, LocalExecutionEnvironment, OutputCallback,
 };
 use agentloop::llm::Client;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
@@ -70,48 +68,10 @@ impl ExecutionEnvironment for Audited {
         self.inner.write_file(path, content)
     }
 
-    // The rest forwards to the local environment unchanged.
-    fn read_file(
-        &self,
-        path: &Path,
-        offset: Option<usize>,
-        limit: Option<usize>,
-    ) -> io::Result<FileContent> {
-        self.inner.read_file(path, offset, limit)
-    }
-    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.inner.read_bytes(path)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn file_exists(&self, path: &Path) -> bool {
-        self.inner.file_exists(path)
-    }
-    fn stat(&self, path: &Path) -> io::Result<FileStat> {
-        self.inner.stat(path)
-    }
-    fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
-        self.inner.list_directory(path, depth)
-    }
-    fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
-        self.inner.grep(pattern, path, options)
-    }
-    fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
-        self.inner.glob(pattern, path)
-    }
-    fn working_directory(&self) -> &Path {
-        self.inner.working_directory()
-    }
-    fn platform(&self) -> String {
-        self.inner.platform()
-    }
-    fn os_version(&self) -> String {
-        self.inner.os_version()
-    }
-    fn max_command_timeout(&self) -> Duration {
-        self.inner.max_command_timeout()
-    }
+    // The rest goes to the local environment unchanged.
+    agentloop::forward_execution_environment!(self.inner =>
+        read_file, read_bytes, remove_file, file_exists, stat, list_directory, grep, glob,
+        initialize, cleanup, working_directory, platform, os_version, max_command_timeout);
 }
 
 fn main() -> agentloop::Result<()> {

@@ -17,6 +17,7 @@ use crate::cancel::CancelToken;
 mod child;
 mod env;
 mod files;
+mod forward;
 mod local;
 mod process;
 mod search;
@@ -306,11 +307,11 @@ pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 /// # A host's own environment
 ///
 /// Implement the trait to run tools elsewhere, or wrap [`LocalExecutionEnvironment`] to
-/// add a policy. This one refuses commands that mention `git push` and forwards the rest:
+/// add a policy. This one refuses commands that mention `git push` and forwards the rest
+/// with [`forward_execution_environment!`](crate::forward_execution_environment):
 ///
 /// ```
 /// use std::io;
-/// use std::path::Path;
 /// use std::time::Duration;
 /// use agentloop::CancelToken;
 /// use agentloop::exec::*;
@@ -334,27 +335,10 @@ pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 ///     }
 ///
 ///     // Everything else goes to the local environment unchanged.
-///     fn read_file(&self, path: &Path, offset: Option<usize>, limit: Option<usize>)
-///         -> io::Result<FileContent> { self.0.read_file(path, offset, limit) }
-///     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> { self.0.read_bytes(path) }
-///     fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
-///         self.0.write_file(path, content)
-///     }
-///     fn remove_file(&self, path: &Path) -> io::Result<()> { self.0.remove_file(path) }
-///     fn file_exists(&self, path: &Path) -> bool { self.0.file_exists(path) }
-///     fn stat(&self, path: &Path) -> io::Result<FileStat> { self.0.stat(path) }
-///     fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
-///         self.0.list_directory(path, depth)
-///     }
-///     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions)
-///         -> io::Result<GrepOutput> { self.0.grep(pattern, path, options) }
-///     fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
-///         self.0.glob(pattern, path)
-///     }
-///     fn working_directory(&self) -> &Path { self.0.working_directory() }
-///     fn platform(&self) -> String { self.0.platform() }
-///     fn os_version(&self) -> String { self.0.os_version() }
-///     fn max_command_timeout(&self) -> Duration { self.0.max_command_timeout() }
+///     agentloop::forward_execution_environment!(self.0 =>
+///         read_file, read_bytes, write_file, remove_file, file_exists, stat, list_directory,
+///         grep, glob, initialize, cleanup, working_directory, platform, os_version,
+///         max_command_timeout);
 /// }
 ///
 /// let dir = tempfile::tempdir()?;
@@ -437,76 +421,16 @@ pub trait ExecutionEnvironment: Send + Sync {
     }
 }
 
-/// Implements [`ExecutionEnvironment`] for a smart pointer by forwarding every method.
-macro_rules! forward_execution_environment {
-    ($pointer:ident) => {
-        impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for $pointer<E> {
-            fn read_file(
-                &self,
-                path: &Path,
-                offset: Option<usize>,
-                limit: Option<usize>,
-            ) -> io::Result<FileContent> {
-                (**self).read_file(path, offset, limit)
-            }
-            fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
-                (**self).read_bytes(path)
-            }
-            fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
-                (**self).write_file(path, content)
-            }
-            fn remove_file(&self, path: &Path) -> io::Result<()> {
-                (**self).remove_file(path)
-            }
-            fn file_exists(&self, path: &Path) -> bool {
-                (**self).file_exists(path)
-            }
-            fn stat(&self, path: &Path) -> io::Result<FileStat> {
-                (**self).stat(path)
-            }
-            fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
-                (**self).list_directory(path, depth)
-            }
-            fn exec_command(
-                &self,
-                request: &CommandRequest,
-                on_output: OutputCallback<'_>,
-                cancel: &CancelToken,
-            ) -> io::Result<ExecResult> {
-                (**self).exec_command(request, on_output, cancel)
-            }
-            fn grep(
-                &self,
-                pattern: &str,
-                path: &Path,
-                options: &GrepOptions,
-            ) -> io::Result<GrepOutput> {
-                (**self).grep(pattern, path, options)
-            }
-            fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
-                (**self).glob(pattern, path)
-            }
-            fn initialize(&self) -> io::Result<()> {
-                (**self).initialize()
-            }
-            fn cleanup(&self) -> io::Result<()> {
-                (**self).cleanup()
-            }
-            fn working_directory(&self) -> &Path {
-                (**self).working_directory()
-            }
-            fn platform(&self) -> String {
-                (**self).platform()
-            }
-            fn os_version(&self) -> String {
-                (**self).os_version()
-            }
-            fn max_command_timeout(&self) -> Duration {
-                (**self).max_command_timeout()
-            }
-        }
-    };
+impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for Arc<E> {
+    crate::forward_execution_environment!(**self =>
+            read_file, read_bytes, write_file, remove_file, file_exists, stat,
+            list_directory, exec_command, grep, glob, initialize, cleanup, working_directory,
+            platform, os_version, max_command_timeout);
 }
 
-forward_execution_environment!(Arc);
-forward_execution_environment!(Box);
+impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for Box<E> {
+    crate::forward_execution_environment!(**self =>
+            read_file, read_bytes, write_file, remove_file, file_exists, stat,
+            list_directory, exec_command, grep, glob, initialize, cleanup, working_directory,
+            platform, os_version, max_command_timeout);
+}

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::io;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{
     CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
@@ -67,64 +67,15 @@ fn read_only(action: &str, path: &Path) -> io::Error {
 }
 
 impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnlyExecutionEnvironment<E> {
-    fn read_file(
-        &self,
-        path: &Path,
-        offset: Option<usize>,
-        limit: Option<usize>,
-    ) -> io::Result<FileContent> {
-        self.inner.read_file(path, offset, limit)
-    }
-    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.inner.read_bytes(path)
-    }
     fn write_file(&self, path: &Path, _content: &[u8]) -> io::Result<()> {
         Err(read_only("write", path))
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         Err(read_only("remove", path))
     }
-    fn file_exists(&self, path: &Path) -> bool {
-        self.inner.file_exists(path)
-    }
-    fn stat(&self, path: &Path) -> io::Result<FileStat> {
-        self.inner.stat(path)
-    }
-    fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
-        self.inner.list_directory(path, depth)
-    }
-    fn exec_command(
-        &self,
-        request: &CommandRequest,
-        on_output: OutputCallback<'_>,
-        cancel: &CancelToken,
-    ) -> io::Result<ExecResult> {
-        self.inner.exec_command(request, on_output, cancel)
-    }
-    fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
-        self.inner.grep(pattern, path, options)
-    }
-    fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
-        self.inner.glob(pattern, path)
-    }
-    fn initialize(&self) -> io::Result<()> {
-        self.inner.initialize()
-    }
-    fn cleanup(&self) -> io::Result<()> {
-        self.inner.cleanup()
-    }
-    fn working_directory(&self) -> &Path {
-        self.inner.working_directory()
-    }
-    fn platform(&self) -> String {
-        self.inner.platform()
-    }
-    fn os_version(&self) -> String {
-        self.inner.os_version()
-    }
-    fn max_command_timeout(&self) -> Duration {
-        self.inner.max_command_timeout()
-    }
+    crate::forward_execution_environment!(self.inner =>
+        read_file, read_bytes, file_exists, stat, list_directory, exec_command, grep, glob,
+        initialize, cleanup, working_directory, platform, os_version, max_command_timeout);
 }
 
 /// A log sink: receives one line per operation.
@@ -313,16 +264,6 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for LoggingExecutionEnvironme
     fn cleanup(&self) -> io::Result<()> {
         self.logged("cleanup", "", || self.inner.cleanup(), |_| "ok".into())
     }
-    fn working_directory(&self) -> &Path {
-        self.inner.working_directory()
-    }
-    fn platform(&self) -> String {
-        self.inner.platform()
-    }
-    fn os_version(&self) -> String {
-        self.inner.os_version()
-    }
-    fn max_command_timeout(&self) -> Duration {
-        self.inner.max_command_timeout()
-    }
+    crate::forward_execution_environment!(self.inner =>
+        working_directory, platform, os_version, max_command_timeout);
 }

@@ -528,15 +528,7 @@ impl ExecutionEnvironment for SubagentEnvironment {
     fn working_directory(&self) -> &Path {
         &self.directory
     }
-    fn platform(&self) -> String {
-        self.inner.platform()
-    }
-    fn os_version(&self) -> String {
-        self.inner.os_version()
-    }
-    fn max_command_timeout(&self) -> Duration {
-        self.inner.max_command_timeout()
-    }
+    crate::forward_execution_environment!(self.inner => platform, os_version, max_command_timeout);
 }
 
 #[cfg(test)]

@@ -6,11 +6,12 @@
 //! `max_results`. Matched lines longer than 500 characters are cut.
 
 use std::io;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
-use crate::exec::GrepOptions;
+use crate::exec::{GrepOptions, GrepOutput};
 
 /// The tool's name.
 pub const NAME: &str = "grep";
@@ -64,6 +65,23 @@ pub fn definition() -> ToolDefinition {
     }
 }
 
+/// Runs the search; a bad pattern's error tells the model how to fix it (`syntax`).
+fn search(
+    ctx: &ToolContext<'_>,
+    pattern: &str,
+    path: &Path,
+    options: &GrepOptions,
+    syntax: &str,
+) -> Result<GrepOutput, String> {
+    ctx.env.grep(pattern, path, options).map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidInput {
+            format!("{e}. Fix the pattern or glob_filter ({syntax})")
+        } else {
+            format!("the search failed: {e}")
+        }
+    })
+}
+
 /// The `grep` tool.
 pub fn tool() -> RegisteredTool {
     RegisteredTool::new(definition(), execute)
@@ -80,16 +98,9 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
         max_results: usize::try_from(max_results).unwrap_or(usize::MAX),
         ..GrepOptions::default()
     };
-    let output = ctx.env.grep(pattern, &root.path, &options).map_err(|e| {
-        if e.kind() == io::ErrorKind::InvalidInput {
-            format!(
-                "{e}. Fix the pattern or glob_filter (Rust regex syntax: escape `(`, `[`, `.`, \
-                 `{{` and `|` with `\\` to match them literally)"
-            )
-        } else {
-            format!("the search failed: {e}")
-        }
-    })?;
+    let syntax = "Rust regex syntax: escape `(`, `[`, `.`, `{` and `|` with `\\` to match them \
+                  literally";
+    let output = search(ctx, pattern, &root.path, &options, syntax)?;
     if output.matches.is_empty() {
         return Ok(ToolOutput::text(format!(
             "No matches found for `{pattern}`."
@@ -191,13 +202,7 @@ fn summarize(input: &ToolInput, ctx: &ToolContext<'_>, count: bool) -> Result<To
         max_results: SUMMARY_SCAN_LINES,
         ..GrepOptions::default()
     };
-    let output = ctx.env.grep(pattern, &path, &options).map_err(|e| {
-        if e.kind() == io::ErrorKind::InvalidInput {
-            format!("{e}. Fix the pattern or glob_filter (Rust regex syntax)")
-        } else {
-            format!("the search failed: {e}")
-        }
-    })?;
+    let output = search(ctx, pattern, &path, &options, "Rust regex syntax")?;
     if output.matches.is_empty() {
         return Ok(ToolOutput::text(format!(
             "No matches found for `{pattern}`."

@@ -16,8 +16,10 @@ use agentloop::llm::{ToolCall, ToolKind};
 use agentloop::tools::{ToolContext, apply_patch};
 use serde_json::json;
 
+use crate::support::tools_tree::{
+    cases, copy_tree, data_dir, describe_difference, run_tool, snapshot,
+};
 use crate::support::tree_cases::{check_every_case, run_tree_case};
-use crate::tools_tree::{cases, copy_tree, data_dir, describe_difference, run_tool, snapshot};
 
 fn patch_call(patch: &str) -> ToolCall {
     ToolCall::new("call-1", "apply_patch", json!({ "patch": patch }))

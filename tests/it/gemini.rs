@@ -5,7 +5,7 @@ use agentloop::llm::{Client, Message, Request, ToolResult};
 
 use crate::support::providers::{self, GEMINI_KEY};
 use crate::support::{self, Reply, Server, conformance, served};
-use crate::wire::{self, assert_conforms};
+use crate::wire;
 
 fn client(server: &Server) -> Client {
     support::client_for(providers::gemini(server))
@@ -22,11 +22,11 @@ fn every_gemini_capture_decodes_to_its_expected_result_whole_and_byte_by_byte() 
         ]);
         let client = client(&server);
         let whole = client.complete(&wire::request()).unwrap();
-        assert_conforms(capture, "served whole", &whole);
+        conformance::assert_response(capture, "served whole", &whole);
         let bytewise = client.complete(&wire::request()).unwrap();
-        assert_conforms(capture, "one byte per chunk", &bytewise);
+        conformance::assert_response(capture, "one byte per chunk", &bytewise);
         let offline = decode_stream(&std::fs::read(capture).unwrap()).unwrap();
-        assert_conforms(capture, "decode_stream", &offline);
+        conformance::assert_response(capture, "decode_stream", &offline);
         assert_eq!(whole.text(), bytewise.text());
         assert_eq!(whole.reasoning(), offline.reasoning());
     }

@@ -337,3 +337,65 @@ fn the_code_map_names_every_source_file() {
         "not in ARCHITECTURE.md's code map: {missing:?}"
     );
 }
+
+/// The names in `text` after each occurrence of `marker`, up to the next non-identifier char.
+fn names_after(text: &str, marker: &str) -> std::collections::BTreeSet<String> {
+    text.match_indices(marker)
+        .map(|(at, _)| {
+            let rest = &text[at + marker.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            rest[..end].to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn every_forwarding_environment_forwards_or_writes_every_trait_method() {
+    let exec = fs::read_to_string(root().join("src/exec/mod.rs")).expect("exec/mod.rs");
+    let start = exec
+        .find("pub trait ExecutionEnvironment")
+        .expect("the trait");
+    let body = &exec[start..start + exec[start..].find("\n}\n").expect("trait end")];
+    let methods = names_after(body, "    fn ");
+    assert!(methods.contains("read_file") && methods.contains("max_command_timeout"));
+
+    let forward = fs::read_to_string(root().join("src/exec/forward.rs")).expect("forward.rs");
+    assert_eq!(
+        names_after(&forward, "(@method $to:tt "),
+        methods,
+        "forward_execution_environment! has one arm per trait method"
+    );
+
+    // Every impl that forwards through the macro (a decorator) must name every method: a
+    // provided method left out would silently take the trait's default.
+    let mut decorators = 0;
+    for (path, text) in rust_files(&root().join("src")) {
+        for (at, _) in text.match_indices("\nimpl") {
+            let block = &text[at + 1..];
+            if !block[..block.find('{').unwrap_or(0)].contains("ExecutionEnvironment for ") {
+                continue;
+            }
+            let block = &block[..block.find("\n}\n").unwrap_or(block.len())];
+            let Some(call) = block.find("forward_execution_environment!(") else {
+                continue;
+            };
+            decorators += 1;
+            let list = &block[call..];
+            let list = &list[list.find("=>").expect("a method list")..list.find(");").unwrap()];
+            let mut named: std::collections::BTreeSet<String> = list
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+                .collect();
+            named.extend(names_after(block, "    fn "));
+            let missing: Vec<_> = methods.difference(&named).collect();
+            assert!(
+                missing.is_empty(),
+                "{path}: {missing:?} neither written nor forwarded"
+            );
+        }
+    }
+    assert!(decorators >= 5, "found {decorators} forwarding impls");
+}

@@ -5,7 +5,7 @@ use agentloop::llm::{Client, Message, Request, StreamEvent};
 
 use crate::support::providers::{self, OPENAI_KEY};
 use crate::support::{self, Reply, Server, conformance, served};
-use crate::wire::{self, assert_conforms};
+use crate::wire;
 
 fn client(server: &Server) -> Client {
     support::client_for(providers::openai(server))
@@ -21,7 +21,7 @@ fn every_responses_capture_decodes_to_its_expected_result_whole_and_byte_by_byte
             &wire::request(),
             client,
             decode_stream,
-            assert_conforms,
+            conformance::assert_response,
         );
     }
 }

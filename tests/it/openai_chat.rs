@@ -6,7 +6,7 @@ use agentloop::llm::{Client, Message, Request};
 
 use crate::support::providers;
 use crate::support::{self, Reply, Server, conformance, served};
-use crate::wire::{self, assert_conforms};
+use crate::wire;
 
 fn client(server: &Server) -> Client {
     support::client_for(providers::openai_chat(server))
@@ -22,7 +22,7 @@ fn every_chat_capture_decodes_to_its_expected_result_whole_and_byte_by_byte() {
             &wire::request(),
             client,
             decode_stream,
-            assert_conforms,
+            conformance::assert_response,
         );
     }
 }

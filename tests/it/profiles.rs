@@ -24,8 +24,8 @@ use agentloop::tools::{RegisteredTool, ToolContext, ToolInput, ToolOutput};
 use agentloop::unstable::format_date;
 use serde_json::{Value, json};
 
-use crate::parity_kit::{Kit, Run, ended};
-use crate::session_support::collect_input;
+use crate::support::parity_kit::{Kit, Run, ended};
+use crate::support::session::collect_input;
 use crate::support::turns::{chat_turn, function, gemini_turn};
 use crate::support::{self, Server, http_options};
 

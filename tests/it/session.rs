@@ -10,7 +10,7 @@ use agentloop::session::{
 };
 use serde_json::json;
 
-use crate::session_support::*;
+use crate::support::session::*;
 
 #[test]
 fn session_is_created_with_a_profile_and_an_environment() {

@@ -9,7 +9,7 @@ use agentloop::session::{
 };
 use serde_json::json;
 
-use crate::session_support::*;
+use crate::support::session::*;
 
 fn stalling_harness() -> Harness {
     harness(vec![

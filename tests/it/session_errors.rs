@@ -5,7 +5,7 @@ use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::session::{CloseReason, EventKind, SessionConfig, SessionState, StopReason};
 use agentloop::{Error, ErrorKind};
 
-use crate::session_support::*;
+use crate::support::session::*;
 
 fn error_event(events: &[agentloop::session::SessionEvent]) -> (String, String, bool) {
     events

