@@ -12,9 +12,9 @@ use agentloop::session::{
 };
 use serde_json::{Value, json};
 
-use crate::parity_kit::{Kit, ended};
-use crate::session_support::{collect_input, collect_to_end, echo_tool, stop_reason};
 use crate::support::Server;
+use crate::support::parity_kit::{Kit, ended};
+use crate::support::session::{collect_input, collect_to_end, echo_tool, stop_reason};
 use crate::support::turns::function;
 
 const KIT: Kit = Kit::Anthropic;

@@ -12,7 +12,7 @@ use agentloop::profiles::ProviderProfile;
 use agentloop::session::{EventKind, Outcome, Session, SessionConfig, SessionEvent};
 use serde_json::Value;
 
-use crate::session_support::{DirEnv, collect_to_end};
+use crate::support::session::{DirEnv, collect_to_end};
 use crate::support::{self, Reply, Server, providers};
 
 fn capture(name: &str) -> PathBuf {
