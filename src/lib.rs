@@ -81,8 +81,9 @@
 //! - [`exec`]: where tools run; implement [`ExecutionEnvironment`](exec::ExecutionEnvironment)
 //!   for containers or remote machines.
 //! - [`tools`]: the shared tools and the registry for your own.
+//! - [`mcp`]: the tools of MCP servers in a session (`SessionConfig::with_mcp_server`).
 //! - The `examples/` directory: `agent` (the reference CLI), `minimal`, `custom_tool`,
-//!   `steering`, `approvals`, `subagents`, `custom_environment`.
+//!   `steering`, `approvals`, `subagents`, `custom_environment`, `mcp_client`.
 
 #![deny(missing_docs)]
 
@@ -90,6 +91,7 @@ mod cancel;
 mod error;
 pub mod exec;
 pub mod llm;
+pub mod mcp;
 pub mod profiles;
 pub mod prompt;
 pub mod session;

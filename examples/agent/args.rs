@@ -42,6 +42,9 @@ OPTIONS:
     --resume PATH           continue the session saved in PATH (appending to it unless
                             --transcript names another file)
     --hooks FILE            run the hook commands in FILE (JSON; see the README's Hooks)
+    --mcp-config FILE       MCP servers whose tools the agent offers, in the JSON other
+                            clients use: {\"mcpServers\": {\"NAME\": {\"command\",
+                            \"args\", \"env\"} or {\"url\"}}}
     -h, --help              print this help
     -V, --version           print the version
 
@@ -141,6 +144,8 @@ pub struct Options {
     pub resume: Option<PathBuf>,
     /// `--hooks`: the hook commands file.
     pub hooks: Option<PathBuf>,
+    /// `--mcp-config`: the MCP servers file.
+    pub mcp_config: Option<PathBuf>,
     /// The positional words joined by spaces, if any.
     pub prompt: Option<String>,
 }
@@ -225,6 +230,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 options.transcript = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
             "--hooks" => options.hooks = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
+            "--mcp-config" => {
+                options.mcp_config = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
             "--resume" => options.resume = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
             "--max-rounds" => options.max_rounds = number(&name, &value("a number")?)?,

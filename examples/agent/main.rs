@@ -15,6 +15,7 @@
 mod args;
 mod demo;
 mod hooks;
+mod mcp;
 mod render;
 mod setup;
 mod signals;
@@ -131,6 +132,15 @@ fn run() -> i32 {
         }
     };
     let mut events = session.events();
+    for line in mcp::header(&session) {
+        let shown = match &mut output {
+            Output::Human(human) => human.line(&line),
+            Output::Json => writeln!(io::stderr(), "{line}"),
+        };
+        if shown.is_err() {
+            return EXIT_ERROR;
+        }
+    }
     let control = Arc::new(Control {
         one_shot: prompt.is_some(),
         ..Control::default()
@@ -223,6 +233,13 @@ fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<S
     }
     if let Some(path) = &options.transcript {
         config = config.with_transcript(path);
+    }
+    if let Some(path) = &options.mcp_config {
+        for server in mcp::servers(path, &setup.cwd)
+            .map_err(|e| agentloop::Error::new(agentloop::ErrorKind::Configuration, e))?
+        {
+            config = config.with_mcp_server(server);
+        }
     }
     let (profile, client) = (setup.profile.clone(), setup.client.clone());
     match &options.resume {

@@ -12,6 +12,7 @@ mod e2e;
 mod exec;
 mod grep;
 mod loop_;
+mod mcp;
 mod prompt;
 mod size;
 mod sse;
@@ -57,6 +58,7 @@ const SECTIONS: &[Section] = &[
     ("e2e", e2e::run),
     ("size", size::run),
     ("transcript", transcript::run),
+    ("mcp", mcp::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.

@@ -147,11 +147,30 @@ impl Drop for StdioChild {
     }
 }
 
+/// The core variables of this process's environment (`PATH`, `HOME`, locales, toolchain
+/// homes; never a secret): what a long-lived child such as an MCP server starts from.
+pub(crate) fn core_environment() -> BTreeMap<String, String> {
+    let base: BTreeMap<String, String> = std::env::vars().collect();
+    super::env::filter(&base, &super::EnvPolicy::core_only())
+}
+
+/// Waits up to `timeout_ms` for a child's stdout to have data or reach end-of-file, so a
+/// reader can also watch a stop flag.
+pub(crate) fn stdout_readable(stdout: &ChildStdout, timeout_ms: i32) -> bool {
+    readable(stdout.as_raw_fd(), timeout_ms)
+}
+
 /// Reads `pipe` until end-of-file or `stop`, keeping the newest [`STDERR_TAIL`] bytes.
 fn keep_tail(mut pipe: impl Read + AsRawFd, tail: &Mutex<Vec<u8>>, stop: &AtomicBool) {
     let mut buf = [0u8; 4096];
-    while !stop.load(Ordering::SeqCst) {
-        if !readable(pipe.as_raw_fd(), 25) {
+    loop {
+        // After `stop`, what is already in the pipe is still kept (a child that failed at
+        // once has usually said why), without waiting for more.
+        let wait_ms = if stop.load(Ordering::SeqCst) { 0 } else { 25 };
+        if !readable(pipe.as_raw_fd(), wait_ms) {
+            if wait_ms == 0 {
+                break;
+            }
             continue;
         }
         match pipe.read(&mut buf) {

@@ -14,7 +14,7 @@ use crate::cancel::CancelToken;
 
 // The MCP client and the remote execution environment (this round) start their children here.
 #[allow(dead_code)]
-mod child;
+pub(crate) mod child;
 mod env;
 mod files;
 mod forward;
@@ -24,6 +24,7 @@ mod search;
 mod wrappers;
 
 pub use local::LocalExecutionEnvironment;
+
 pub use wrappers::{LoggingExecutionEnvironment, ReadOnlyExecutionEnvironment};
 
 /// Which variables of the base environment commands inherit (spec §4.2), before the

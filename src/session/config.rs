@@ -13,6 +13,7 @@ use super::approval::{Approval, ApprovalHook};
 use super::hooks::Hooks;
 use crate::llm::ToolCall;
 use crate::llm::pricing::{Price, PriceTable};
+use crate::mcp::McpServer;
 
 /// How a session behaves. Build with `SessionConfig::default()` and the `with_*` methods,
 /// or set the public fields.
@@ -84,6 +85,9 @@ pub struct SessionConfig {
     /// Whether the transcript also records every event (`{"type":"event"}` records), not
     /// only the history and the requests. Default `false`.
     pub transcript_events: bool,
+    /// MCP servers whose tools the session offers (see [`mcp`](crate::mcp)). Started in
+    /// parallel when the session starts; ended with it.
+    pub mcp_servers: Vec<McpServer>,
 }
 
 impl Default for SessionConfig {
@@ -106,6 +110,7 @@ impl Default for SessionConfig {
             allow_outside_working_dir: false,
             transcript_path: None,
             transcript_events: false,
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -130,6 +135,7 @@ impl fmt::Debug for SessionConfig {
             .field("allow_outside_working_dir", &self.allow_outside_working_dir)
             .field("transcript_path", &self.transcript_path)
             .field("transcript_events", &self.transcript_events)
+            .field("mcp_servers", &self.mcp_servers)
             .finish()
     }
 }
@@ -240,6 +246,12 @@ impl SessionConfig {
     /// Writes the session's transcript to `path` (see `transcript_path`).
     pub fn with_transcript(mut self, path: impl Into<PathBuf>) -> SessionConfig {
         self.transcript_path = Some(path.into());
+        self
+    }
+
+    /// Adds an MCP server (see [`mcp_servers`](Self::mcp_servers)).
+    pub fn with_mcp_server(mut self, server: McpServer) -> SessionConfig {
+        self.mcp_servers.push(server);
         self
     }
 

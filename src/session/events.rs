@@ -249,6 +249,7 @@ pub enum EventKind {
         message: String,
         /// `"context_usage"` (history above 80 % of the context window),
         /// `"context_length"` (the provider rejected the request as too long) or
+        /// `"mcp"` (an MCP server failed to start or to re-list its tools), or
         /// `"transcript"` (writing the transcript failed, or resuming it found something to
         /// report).
         code: String,

@@ -151,6 +151,7 @@ pub struct Session {
     shared: Arc<Shared>,
     abort: CancelToken,
     worker: Mutex<Option<JoinHandle<()>>>,
+    mcp: Option<Arc<Mutex<crate::mcp::McpServers>>>,
 }
 
 impl fmt::Debug for Session {
@@ -353,6 +354,13 @@ impl Session {
         let assistant_turns = start.history.assistant_turns();
         *lock(&shared.history) = start.history;
         let abort = CancelToken::new();
+        // MCP servers start now, in parallel, off the host's thread (subagents get none).
+        let mcp = (start.depth == 0 && !config.mcp_servers.is_empty()).then(|| {
+            Arc::new(Mutex::new(crate::mcp::McpServers::start(
+                &config.mcp_servers,
+                &abort,
+            )))
+        });
         let mut events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone())
             .forwarded_to(start.forward);
         if config.transcript_events {
@@ -389,6 +397,7 @@ impl Session {
             transcript: start.transcript,
             startup_warnings: start.warnings,
             totals: Default::default(),
+            mcp: mcp.clone(),
         };
         let handle = thread::Builder::new()
             .name(format!("agentloop-session-{short_id}"))
@@ -408,6 +417,7 @@ impl Session {
             shared,
             abort,
             worker: Mutex::new(Some(handle)),
+            mcp,
         })
     }
 
@@ -435,6 +445,15 @@ impl Session {
     /// instead of buffered (see `run`).
     pub fn events(&self) -> Events {
         Events::new(self.events.clone(), self.listeners.clone())
+    }
+
+    /// The configured MCP servers: each one's state and tool count. Waits for the servers
+    /// still starting (each at most its startup timeout).
+    pub fn mcp_servers(&self) -> Vec<crate::mcp::McpServerStatus> {
+        match &self.mcp {
+            Some(mcp) => lock(mcp).statuses(),
+            None => Vec::new(),
+        }
     }
 
     /// Queues `input` for processing; returns at once.

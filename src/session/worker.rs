@@ -109,6 +109,8 @@ pub(crate) struct Worker {
     pub(crate) startup_warnings: Vec<String>,
     /// Usage and cost of every model call so far (for `SESSION_END`).
     pub(crate) totals: Totals,
+    /// The session's MCP servers, registered into the tool registry before each input.
+    pub(crate) mcp: Option<Arc<Mutex<crate::mcp::McpServers>>>,
 }
 
 impl Worker {
@@ -247,6 +249,19 @@ impl Worker {
         });
     }
 
+    /// Waits for the MCP servers still starting (each at most its startup timeout),
+    /// registers their tools, re-lists changed ones, warns about failed ones.
+    fn prepare_mcp(&mut self) {
+        let Some(mcp) = &self.mcp else { return };
+        let warnings = lock(mcp).prepare(&mut self.profile.tool_registry);
+        for message in warnings {
+            self.events.emit(EventKind::Warning {
+                message,
+                code: "mcp".to_string(),
+            });
+        }
+    }
+
     fn push_turn(&mut self, turn: Turn) {
         if let Some(transcript) = &self.transcript {
             if let Some(failure) = transcript.turn(&turn) {
@@ -289,6 +304,7 @@ impl Worker {
 
         // Same bytes on every round of this input: the cacheable prefix.
         let system_prompt = self.profile.build_system_prompt(&*self.env);
+        self.prepare_mcp();
         let tools = self.profile.tools();
         let mut stop_hook_active = false;
         end.stop = loop {
@@ -624,6 +640,9 @@ impl Worker {
         self.abort.cancel();
         // Step 6: close every subagent (each one's SESSION_END precedes ours).
         self.subagents.close_all();
+        if let Some(mcp) = &self.mcp {
+            lock(mcp).shutdown();
+        }
         if let Err(err) = self.env.cleanup() {
             self.events.emit(EventKind::Warning {
                 message: format!("the execution environment failed to clean up: {err}"),

@@ -17,6 +17,7 @@ mod hooks;
 mod hostile_net;
 mod invariants;
 mod llamacpp;
+mod mcp;
 mod openai;
 mod openai_chat;
 mod parity;

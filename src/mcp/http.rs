@@ -1,0 +1,279 @@
+//! The Streamable HTTP transport: every message is a POST to the one endpoint, with the
+//! `MCP-Protocol-Version` header and the server's `Mcp-Session-Id` once it gave one; the
+//! answer is a JSON body, an SSE stream (read with the crate's SSE parser) or `202`.
+//!
+//! The POST runs on the calling thread, so a request's answer (and the progress before it)
+//! is dispatched before the caller starts waiting. One ureq agent per POST, shut down when
+//! the caller's cancel token fires. It never follows redirects, never reads an unbounded
+//! body and never puts a header value in an error.
+
+use std::io::Read;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::connection::{Connection, Inbound, Outbound};
+use super::lock;
+use crate::cancel::CancelToken;
+use crate::llm::sse;
+
+/// The largest JSON body read from a server: 64 MiB.
+const MAX_BODY: u64 = 64 * 1024 * 1024;
+
+/// How many times one SSE answer stream is resumed after it ended early.
+const MAX_RESUMES: usize = 5;
+
+/// An SSE stream ended before the awaited answer.
+struct Ended;
+
+/// The HTTP side of a [`Connection`].
+pub(crate) struct HttpTransport {
+    url: String,
+    session_id: Mutex<Option<String>>,
+    version: Mutex<String>,
+    read_timeout: Duration,
+    connect_timeout: Duration,
+    inbound: std::sync::Arc<Inbound>,
+}
+
+/// A connection to the server at `url` (nothing is sent before the handshake).
+pub(crate) fn connect(url: &str, startup: Duration, call: Duration) -> Connection {
+    let inbound = std::sync::Arc::new(Inbound::default());
+    let transport = HttpTransport {
+        url: url.to_string(),
+        session_id: Mutex::new(None),
+        version: Mutex::new(String::new()),
+        read_timeout: call.max(startup),
+        connect_timeout: startup.min(Duration::from_secs(10)),
+        inbound: inbound.clone(),
+    };
+    Connection::new(Box::new(transport), inbound)
+}
+
+impl HttpTransport {
+    fn agent(&self) -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(self.connect_timeout))
+            .timeout_recv_response(Some(self.read_timeout))
+            .timeout_per_read(Some(self.read_timeout))
+            .user_agent(concat!("agentloop/", env!("CARGO_PKG_VERSION")))
+            .max_redirects(0)
+            .proxy(None)
+            .build()
+            .new_agent()
+    }
+
+    fn post(&self, message: &Value, cancel: Option<&CancelToken>) -> Result<(), String> {
+        let agent = self.agent();
+        let _guard = cancel.map(|cancel| {
+            let agent = agent.clone();
+            cancel.on_cancel(move || agent.shutdown())
+        });
+        let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        let mut request = agent
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        let version = lock(&self.version).clone();
+        if !version.is_empty() {
+            request = request.header("mcp-protocol-version", version.as_str());
+        }
+        if let Some(method) = message.get("method").and_then(Value::as_str) {
+            if version == super::connection::MODERN_VERSION {
+                request = request.header("mcp-method", method);
+            }
+        }
+        if let Some(id) = lock(&self.session_id).clone() {
+            request = request.header("mcp-session-id", id.as_str());
+        }
+        let response = request
+            .send(&body[..])
+            .map_err(|e| format!("HTTP request failed: {e}"))?;
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        if let Some(id) = header("mcp-session-id") {
+            if id.len() <= 1024 && id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+                *lock(&self.session_id) = Some(id);
+            }
+        }
+        let content_type = header("content-type")
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let want = message.get("id").and_then(Value::as_u64);
+        if content_type.starts_with("text/event-stream") && (200..300).contains(&status) {
+            let reader = response.into_body().into_reader();
+            return self.follow_stream(&agent, reader, want, cancel);
+        }
+        let mut text = String::new();
+        let read = response
+            .into_body()
+            .into_with_config()
+            .limit(MAX_BODY)
+            .lossy_utf8(true)
+            .reader()
+            .read_to_string(&mut text);
+        if let Ok(value) = serde_json::from_str::<Value>(&text) {
+            let answered = self.dispatch_all(value, want);
+            if answered || (200..300).contains(&status) {
+                return Ok(());
+            }
+        }
+        if let Err(e) = read {
+            return Err(format!("reading the HTTP answer failed: {e}"));
+        }
+        if (200..300).contains(&status) {
+            if want.is_some() {
+                return Err(format!("HTTP {status} without an answer to the request"));
+            }
+            return Ok(());
+        }
+        if status == 404 && lock(&self.session_id).is_some() {
+            self.inbound
+                .close("the server ended the MCP session (HTTP 404)".to_string());
+        }
+        let excerpt: String = text.chars().take(200).collect();
+        Err(format!("HTTP {status}: {excerpt}"))
+    }
+
+    /// Dispatches a message or a batch; whether the answer to `want` was among them.
+    fn dispatch_all(&self, value: Value, want: Option<u64>) -> bool {
+        let messages = match value {
+            Value::Array(items) => items,
+            other => vec![other],
+        };
+        let mut answered = false;
+        for message in messages {
+            let is_answer = message.get("method").is_none()
+                && want.is_some()
+                && message.get("id").and_then(Value::as_u64) == want;
+            answered |= is_answer;
+            self.inbound.dispatch(message, self);
+        }
+        answered
+    }
+
+    /// Reads the SSE stream; when it ends before the answer to `want` after giving event
+    /// ids, resumes it with a GET and `Last-Event-ID` after the server's `retry` delay (at
+    /// most [`MAX_RESUMES`] times).
+    fn follow_stream(
+        &self,
+        agent: &ureq::Agent,
+        reader: impl Read,
+        want: Option<u64>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<(), String> {
+        let mut parser = sse::Parser::new();
+        let mut last_id = None;
+        let mut outcome = self.read_stream(reader, want, &mut parser, &mut last_id);
+        for _ in 0..MAX_RESUMES {
+            let Err(Ended) = outcome else { break };
+            let Some(id) = last_id.clone() else { break };
+            let delay = Duration::from_millis(parser.retry().unwrap_or(1000).min(30_000));
+            match cancel {
+                Some(cancel) if cancel.wait_timeout(delay) => return Err("cancelled".to_string()),
+                Some(_) => {}
+                None => std::thread::sleep(delay),
+            }
+            let mut request = agent
+                .get(&self.url)
+                .header("accept", "text/event-stream")
+                .header("last-event-id", id.as_str());
+            let version = lock(&self.version).clone();
+            if !version.is_empty() {
+                request = request.header("mcp-protocol-version", version.as_str());
+            }
+            if let Some(session) = lock(&self.session_id).clone() {
+                request = request.header("mcp-session-id", session.as_str());
+            }
+            let response = request
+                .call()
+                .map_err(|e| format!("resuming the SSE stream failed: {e}"))?;
+            if !(200..300).contains(&response.status().as_u16()) {
+                return Err(format!(
+                    "resuming the SSE stream failed: HTTP {}",
+                    response.status().as_u16()
+                ));
+            }
+            parser = sse::Parser::new();
+            let reader = response.into_body().into_reader();
+            outcome = self.read_stream(reader, want, &mut parser, &mut last_id);
+        }
+        outcome.or_else(|Ended| match want {
+            Some(_) => Err("the SSE stream ended without an answer".to_string()),
+            None => Ok(()),
+        })
+    }
+
+    /// Reads SSE events until the answer to `want` arrives (`Ok`) or the stream ends.
+    fn read_stream(
+        &self,
+        mut reader: impl Read,
+        want: Option<u64>,
+        parser: &mut sse::Parser,
+        last_id: &mut Option<String>,
+    ) -> Result<(), Ended> {
+        let mut events = Vec::new();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            // A broken stream is resumable like an ended one.
+            let n = reader.read(&mut buf).unwrap_or(0);
+            if n == 0 {
+                parser.finish(&mut events);
+            } else {
+                parser.feed(&buf[..n], &mut events);
+            }
+            for event in events.drain(..) {
+                if event.id.is_some() {
+                    last_id.clone_from(&event.id);
+                }
+                if event.data.trim().is_empty() {
+                    continue;
+                }
+                let Ok(value) = serde_json::from_str::<Value>(&event.data) else {
+                    continue;
+                };
+                if self.dispatch_all(value, want) {
+                    return Ok(());
+                }
+            }
+            if n == 0 {
+                return Err(Ended);
+            }
+        }
+    }
+}
+
+impl Outbound for HttpTransport {
+    fn send(&self, message: &Value, cancel: Option<&CancelToken>) -> Result<(), String> {
+        self.post(message, cancel)
+    }
+
+    fn shutdown(&self) {
+        // End the server's session, best effort and briefly.
+        let Some(id) = lock(&self.session_id).take() else {
+            return;
+        };
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(2)))
+            .http_status_as_error(false)
+            .proxy(None)
+            .build()
+            .new_agent();
+        let _ = agent
+            .delete(&self.url)
+            .header("mcp-session-id", id.as_str())
+            .call();
+    }
+
+    fn set_version(&self, version: &str) {
+        *lock(&self.version) = version.to_string();
+    }
+}

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""A scripted MCP server over stdio for agentloop's fault tests (our own; stdlib only).
+
+Options:
+  --era legacy|modern|both   legacy: only 2025-06-18 (no server/discover);
+                             modern: only 2026-07-28 (no initialize; _meta required);
+                             both (default): answers server/discover.
+  --slow-start SECONDS       sleep before reading anything.
+  --garbage                  write a line that is not JSON before every answer.
+  --log FILE                 append every message received (one JSON per line), and
+                             "pid <n>" first.
+  --page-size N              tools/list pages of N tools (nextCursor).
+  --deaf                     stop reading stdin after answering tools/list.
+  --discover-delay SECONDS   answer server/discover that late (on a thread).
+
+Tools: echo, add, crash (exits mid-call), big (10 MB of text), slow (progress every
+0.2 s for `seconds`, then a result), hang (never answers; stops on cancel), a tool whose
+name is 100 characters, schema_tool (a schema with $schema, additionalProperties: {} and
+anyOf + not), grow (adds a tool and sends notifications/tools/list_changed), image.
+"""
+import json
+import os
+import sys
+import threading
+import time
+
+args = sys.argv[1:]
+
+
+def option(name, default=None):
+    if name in args:
+        return args[args.index(name) + 1]
+    return default
+
+
+ERA = option("--era", "both")
+GARBAGE = "--garbage" in args
+LOG = option("--log")
+PAGE = int(option("--page-size", "0"))
+LONG_NAME = "t" * 100
+write_lock = threading.Lock()
+cancelled = set()
+extra_tools = []
+
+if LOG:
+    with open(LOG, "a") as f:
+        f.write("pid %d\n" % os.getpid())
+
+
+def log(message):
+    if LOG:
+        with write_lock:
+            with open(LOG, "a") as f:
+                f.write(json.dumps(message) + "\n")
+
+
+def send(message):
+    with write_lock:
+        if GARBAGE:
+            sys.stdout.write("this line is not json {\n")
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+
+def result(rid, value):
+    send({"jsonrpc": "2.0", "id": rid, "result": value})
+
+
+def error(rid, code, message):
+    send({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+
+
+def text(value):
+    return {"content": [{"type": "text", "text": value}]}
+
+
+def tools():
+    obj = {"type": "object"}
+    listed = [
+        {"name": "echo", "description": "Echoes its text.",
+         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+                         "required": ["text"]}},
+        {"name": "add", "description": "Adds a and b.",
+         "inputSchema": {"type": "object",
+                         "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                         "required": ["a", "b"]}},
+        {"name": "crash", "description": "Exits during the call.", "inputSchema": obj},
+        {"name": "big", "description": "10 MB of text.", "inputSchema": obj},
+        {"name": "slow", "description": "Progress, then done.",
+         "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}},
+        {"name": "hang", "description": "Never answers.", "inputSchema": obj},
+        {"name": LONG_NAME, "description": "A long name.", "inputSchema": obj},
+        {"name": "schema_tool", "description": "A schema providers reject.",
+         "inputSchema": {
+             "$schema": "http://json-schema.org/draft-07/schema#",
+             "type": "object",
+             "additionalProperties": {},
+             "properties": {
+                 "value": {"anyOf": [{"type": "string"}, {"not": {"type": "null"}}]}
+             }}},
+        {"name": "grow", "description": "Adds a tool.", "inputSchema": obj},
+        {"name": "image", "description": "A tiny PNG.", "inputSchema": obj},
+    ]
+    return listed + extra_tools
+
+
+def call(rid, params, meta):
+    name = params.get("name")
+    arguments = params.get("arguments") or {}
+    token = meta.get("progressToken")
+    if name == "echo":
+        result(rid, text(arguments.get("text", "")))
+    elif name == "add":
+        total = arguments["a"] + arguments["b"]
+        result(rid, {"content": [{"type": "text", "text": str(total)}],
+                     "structuredContent": {"sum": total}})
+    elif name == "crash":
+        sys.stderr.write("fake server: crashing on purpose\n")
+        sys.stderr.flush()
+        os._exit(3)
+    elif name == "big":
+        result(rid, text("x" * (10 * 1024 * 1024)))
+    elif name == "slow":
+        end = time.time() + float(arguments.get("seconds", 1))
+        step = 0
+        while time.time() < end:
+            time.sleep(0.2)
+            step += 1
+            if token is not None:
+                send({"jsonrpc": "2.0", "method": "notifications/progress",
+                      "params": {"progressToken": token, "progress": step}})
+        result(rid, text("slow done after %d steps" % step))
+    elif name == "hang":
+        while rid not in cancelled:
+            time.sleep(0.01)
+    elif name == LONG_NAME:
+        result(rid, text("long name called"))
+    elif name == "schema_tool":
+        result(rid, text("schema ok: %s" % json.dumps(arguments)))
+    elif name == "grow":
+        extra_tools.append({"name": "grown", "description": "Added later.",
+                            "inputSchema": {"type": "object"}})
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        result(rid, text("grew"))
+    elif name == "grown":
+        result(rid, text("grown called"))
+    elif name == "image":
+        png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+        result(rid, {"content": [{"type": "image", "data": png, "mimeType": "image/png"}]})
+    else:
+        result(rid, {"content": [{"type": "text", "text": "unknown tool %s" % name}],
+                     "isError": True})
+
+
+def handle(message):
+    log(message)
+    method = message.get("method")
+    rid = message.get("id")
+    params = message.get("params") or {}
+    meta = params.get("_meta") or {}
+    if rid is None:
+        if method == "notifications/cancelled":
+            cancelled.add(params.get("requestId"))
+        return
+    if method is None:
+        return
+    modern_meta = meta.get("io.modelcontextprotocol/protocolVersion")
+    if ERA == "legacy" and method == "server/discover":
+        return error(rid, -32601, "Method not found")
+    if ERA == "modern":
+        if method == "initialize":
+            return error(rid, -32022, "this connection serves 2026-07-28")
+        if modern_meta != "2026-07-28":
+            return error(rid, -32022, "Unsupported protocol version")
+    if method == "server/discover" and option("--discover-delay") and not meta.get("late"):
+        def late():
+            time.sleep(float(option("--discover-delay")))
+            meta["late"] = True
+            handle(message)
+        return threading.Thread(target=late, daemon=True).start()
+    if method == "server/discover":
+        return result(rid, {"supportedVersions": ["2026-07-28"],
+                            "capabilities": {"tools": {"listChanged": True}},
+                            "serverInfo": {"name": "fake", "version": "1"}})
+    if method == "initialize":
+        version = "2025-06-18" if ERA == "legacy" else params.get("protocolVersion")
+        return result(rid, {"protocolVersion": version,
+                            "capabilities": {"tools": {"listChanged": True}},
+                            "serverInfo": {"name": "fake", "version": "1"}})
+    if method == "tools/list":
+        listed = tools()
+        if PAGE:
+            start = int(params.get("cursor") or 0)
+            page = {"tools": listed[start:start + PAGE]}
+            if start + PAGE < len(listed):
+                page["nextCursor"] = str(start + PAGE)
+            return result(rid, page)
+        result(rid, {"tools": listed})
+        if "--deaf" in args:
+            time.sleep(3600)
+        return None
+    if method == "tools/call":
+        return threading.Thread(target=call, args=(rid, params, meta), daemon=True).start()
+    if method == "ping":
+        return result(rid, {})
+    error(rid, -32601, "Method not found")
+
+
+def main():
+    delay = float(option("--slow-start", "0"))
+    if delay:
+        time.sleep(delay)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        handle(message)
+
+
+main()

@@ -1,0 +1,127 @@
+//! The MCP client: our scripted fake server (faults, both eras), the official servers
+//! installed by `.ci/run`, and the official conformance runner.
+
+mod cli;
+mod conformance;
+mod fake;
+mod real;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::llm::{ContentPart, Request, Role, ToolResult};
+use agentloop::mcp::McpServer;
+use agentloop::session::{EventKind, SessionConfig, SessionEvent};
+
+use crate::support::session::*;
+
+/// Where `.ci/run` installs things: `target/ci/` of this repository.
+pub fn ci_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ci")
+}
+
+/// `path` when it exists; otherwise prints why the test is skipped and returns `None`,
+/// or fails when `AGENTLOOP_CI=1` (CI installs everything).
+pub fn installed(path: PathBuf, what: &str) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path);
+    }
+    let reason = format!(
+        "{what} is not installed at {} (run `bash .ci/run` to install it)",
+        path.display()
+    );
+    if std::env::var("AGENTLOOP_CI").as_deref() == Ok("1") {
+        panic!("{reason}");
+    }
+    eprintln!("skipped: {reason}");
+    None
+}
+
+/// The fake server with `args`, as server `name`.
+pub fn fake(name: &str, args: &[&str]) -> McpServer {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp/fake_server.py");
+    let mut all = vec![script.to_string_lossy().into_owned()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    McpServer::stdio(name, "python3")
+        .with_args(all)
+        .with_startup_timeout(Duration::from_secs(30))
+}
+
+/// A harness whose scripted model plays `turns`, with `servers`.
+pub fn mcp_harness(turns: Vec<ScriptedTurn>, servers: Vec<McpServer>) -> Harness {
+    let mut config = SessionConfig::default();
+    for server in servers {
+        config = config.with_mcp_server(server);
+    }
+    harness_with(ScriptedModel::new(turns), profile(), config)
+}
+
+/// The tool results the model received in `request`.
+pub fn tool_results(request: &Request) -> Vec<ToolResult> {
+    request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .flat_map(|m| m.content.iter())
+        .filter_map(|p| match p {
+            ContentPart::ToolResult(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The newest tool result the model received in `request`.
+pub fn last_result(request: &Request) -> ToolResult {
+    tool_results(request).pop().expect("a tool result")
+}
+
+/// The tool names offered in `request`.
+pub fn offered(request: &Request) -> Vec<String> {
+    request.tools.iter().map(|t| t.name.clone()).collect()
+}
+
+/// The `TOOL_CALL_END` events: (tool name, full text, is_error).
+pub fn ends(events: &[SessionEvent]) -> Vec<(String, String, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallEnd {
+                tool_name,
+                output,
+                error,
+                is_error,
+                ..
+            } => Some((
+                tool_name.clone(),
+                output.clone().or(error.clone()).unwrap_or_default(),
+                *is_error,
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `WARNING` messages with code `mcp`.
+pub fn mcp_warnings(events: &[SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Warning { message, code } if code == "mcp" => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether process `pid` is gone (or a zombie about to be reaped).
+pub fn process_gone(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .trim_start()
+        .chars()
+        .next();
+    matches!(state, None | Some('Z'))
+}
