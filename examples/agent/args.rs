@@ -45,6 +45,12 @@ OPTIONS:
     --mcp-config FILE       MCP servers whose tools the agent offers, in the JSON other
                             clients use: {\"mcpServers\": {\"NAME\": {\"command\",
                             \"args\", \"env\"} or {\"url\"}}}
+    --remote URL            run the tools on another machine: ssh://[user@]host[:port][/dir]
+                            (an exec-server there serves the directory; see --remote-server)
+    --remote-command CMD    run the tools through any stdio transport, e.g.
+                            \"podman exec -i -w /src ctr\" (the server command is appended)
+    --remote-server CMD     the exec-server command on the remote side
+                            (default: agentloop-exec-server on the remote PATH)
     -h, --help              print this help
     -V, --version           print the version
 
@@ -148,6 +154,12 @@ pub struct Options {
     pub mcp_config: Option<PathBuf>,
     /// The positional words joined by spaces, if any.
     pub prompt: Option<String>,
+    /// `--remote`: an `ssh://` URL whose host runs the tools.
+    pub remote: Option<String>,
+    /// `--remote-command`: a transport command line (split on whitespace).
+    pub remote_command: Option<String>,
+    /// `--remote-server`: the exec-server command on the remote side.
+    pub remote_server: Option<String>,
 }
 
 /// What the command line asks for.
@@ -234,6 +246,13 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 options.mcp_config = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
             "--resume" => options.resume = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
+            "--remote" => options.remote = Some(non_empty(&name, value("an ssh:// URL")?)?),
+            "--remote-command" => {
+                options.remote_command = Some(non_empty(&name, value("a command line")?)?)
+            }
+            "--remote-server" => {
+                options.remote_server = Some(non_empty(&name, value("a command")?)?)
+            }
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
             "--max-rounds" => options.max_rounds = number(&name, &value("a number")?)?,
             "--timeout-ms" => {
@@ -261,6 +280,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 return Err(usage(format!("unknown option `{name}`")));
             }
         }
+    }
+    if options.remote.is_some() && options.remote_command.is_some() {
+        return Err(usage(
+            "--remote and --remote-command exclude each other; give one",
+        ));
     }
     if !words.is_empty() {
         let prompt = words.join(" ");

@@ -16,6 +16,7 @@ mod args;
 mod demo;
 mod hooks;
 mod mcp;
+mod remote;
 mod render;
 mod setup;
 mod signals;
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentloop::exec::LocalExecutionEnvironment;
+use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
 use agentloop::llm::ToolCall;
 use agentloop::session::{
     Approval, ApprovalResponder, CloseReason, EventKind, Events, RecvError, Session, SessionConfig,
@@ -95,13 +96,26 @@ fn run() -> i32 {
         Some(text)
     };
 
+    if setup.demo.is_some() && (options.remote.is_some() || options.remote_command.is_some()) {
+        return usage_error("the offline demo runs locally; --remote needs a real provider");
+    }
+    let remote = match remote::environment(&options) {
+        Ok(remote) => remote,
+        Err(err) => {
+            eprintln!("agent: {err}");
+            return EXIT_ERROR;
+        }
+    };
     let stdout_is_terminal = signals::is_terminal(io::stdout().as_raw_fd());
     let mut output = if options.json {
         Output::Json
     } else {
         let colour = stdout_is_terminal && std::env::var_os("NO_COLOR").is_none();
         let indicator = signals::is_terminal(io::stderr().as_raw_fd());
-        let cwd = setup.cwd.display().to_string();
+        let cwd = match &remote {
+            Some((_, header)) => header.clone(),
+            None => setup.cwd.display().to_string(),
+        };
         Output::Human(Box::new(Human::new(
             colour,
             indicator,
@@ -124,7 +138,8 @@ fn run() -> i32 {
         }
     }
 
-    let session = match start_session(&options, &setup) {
+    let env = remote.map(|(env, _)| env);
+    let session = match start_session(&options, &setup, env) {
         Ok(session) => Arc::new(session),
         Err(err) => {
             eprintln!("agent: {err}");
@@ -211,8 +226,12 @@ impl Run<'_> {
     }
 }
 
-fn start_session(options: &Options, setup: &setup::Setup) -> agentloop::Result<Session> {
-    let env = Arc::new(LocalExecutionEnvironment::new(&setup.cwd));
+fn start_session(
+    options: &Options,
+    setup: &setup::Setup,
+    remote: Option<Arc<dyn ExecutionEnvironment>>,
+) -> agentloop::Result<Session> {
+    let env = remote.unwrap_or_else(|| Arc::new(LocalExecutionEnvironment::new(&setup.cwd)));
     let mut config = SessionConfig::default();
     if let Some(path) = &options.hooks {
         let hooks = hooks::load(path, env.clone())

@@ -14,6 +14,7 @@ mod grep;
 mod loop_;
 mod mcp;
 mod prompt;
+mod remote;
 mod size;
 mod sse;
 mod subagents;
@@ -27,6 +28,9 @@ mod transcript;
 mod server;
 #[path = "../../tests/it/session_sse.rs"]
 mod session_sse;
+// The private loopback sshd of the integration tests, for the `remote` section.
+#[path = "../../tests/it/support/sshd.rs"]
+mod sshd;
 
 /// One row of the table.
 pub struct Row {
@@ -59,6 +63,7 @@ const SECTIONS: &[Section] = &[
     ("size", size::run),
     ("transcript", transcript::run),
     ("mcp", mcp::run),
+    ("remote", remote::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.

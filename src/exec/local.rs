@@ -128,6 +128,18 @@ impl LocalExecutionEnvironment {
         self
     }
 
+    /// The same environment rooted at another working directory (made absolute against
+    /// the current directory if relative): how the exec-server serves the directory its
+    /// client asked for.
+    pub fn with_working_dir(
+        mut self,
+        working_dir: impl Into<PathBuf>,
+    ) -> LocalExecutionEnvironment {
+        let working_dir = working_dir.into();
+        self.working_dir = std::path::absolute(&working_dir).unwrap_or(working_dir);
+        self
+    }
+
     /// Sets which variables commands inherit.
     pub fn with_env_policy(mut self, policy: EnvPolicy) -> LocalExecutionEnvironment {
         self.command_env = env::filter(&self.base_env, &policy);

@@ -20,6 +20,7 @@ mod files;
 mod forward;
 mod local;
 mod process;
+pub mod remote;
 mod search;
 mod wrappers;
 

@@ -23,6 +23,7 @@ mod openai_chat;
 mod parity;
 mod profiles;
 mod prompt;
+mod remote;
 mod requests;
 mod scripted;
 mod search;

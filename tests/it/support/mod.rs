@@ -11,6 +11,7 @@ pub mod providers;
 pub mod served;
 pub mod server;
 pub mod session;
+pub mod sshd;
 pub mod tools_tree;
 pub mod tree_cases;
 pub mod turns;

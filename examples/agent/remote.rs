@@ -1,0 +1,31 @@
+//! `--remote` and `--remote-command`: the execution environment of the `agent` CLI when
+//! the tools run elsewhere, and what the header shows for it. It never starts anything
+//! but the transport (through the library) and never reads the remote side itself.
+
+use std::sync::Arc;
+
+use agentloop::exec::ExecutionEnvironment;
+use agentloop::exec::remote::{RemoteExecutionEnvironment, Transport};
+
+use crate::args::Options;
+
+/// A remote environment and the header's text for it.
+pub type Remote = (Arc<dyn ExecutionEnvironment>, String);
+
+/// The remote environment the options ask for (`None`: tools run locally) and the
+/// header's text for it (`ssh://user@host:2222 /src`).
+pub fn environment(options: &Options) -> Result<Option<Remote>, String> {
+    let server = options.remote_server.as_deref();
+    let (transport, dir) = match (&options.remote, &options.remote_command) {
+        (Some(url), _) => Transport::parse_ssh_url(url, &[], server).map_err(|e| e.to_string())?,
+        (None, Some(command)) => {
+            let argv: Vec<String> = command.split_whitespace().map(str::to_string).collect();
+            (Transport::command(argv, server), None)
+        }
+        (None, None) => return Ok(None),
+    };
+    let env = RemoteExecutionEnvironment::connect(transport, dir.as_deref())
+        .map_err(|e| format!("cannot reach the remote exec-server: {e}"))?;
+    let header = format!("{} {}", env.label(), env.working_directory().display());
+    Ok(Some((Arc::new(env), header)))
+}

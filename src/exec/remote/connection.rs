@@ -1,0 +1,296 @@
+//! One live connection to an exec-server: the transport child (a [`StdioChild`]), a
+//! writer shared by the calling threads, and a named reader thread that dispatches
+//! responses and output notifications to the waiting callers by request id.
+//!
+//! When the transport ends or sends something that is not the protocol, every waiting
+//! call gets a [`RemoteError`] at once and the connection is dead for good; it never
+//! retries by itself (the environment reconnects on the next call).
+
+use std::collections::HashMap;
+use std::io::{self, BufReader, Write};
+use std::process::ChildStdin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::Value;
+
+use super::RemoteError;
+use super::protocol::{self, Line, MAX_LINE, decode_base64};
+use crate::exec::OutputStream;
+use crate::exec::child::{StdioChild, StdioChildSpec};
+
+/// How long a closed connection waits for the server to exit on its own (it ends its
+/// running commands first) before its group is terminated.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
+
+/// What the reader hands a waiting call.
+pub(crate) enum Incoming {
+    /// Live output of a running command.
+    Output(OutputStream, Vec<u8>),
+    /// The call's result.
+    Result(Value),
+    /// The call failed on the server: code, message, data.
+    Failed(i64, String, Option<Value>),
+    /// The connection ended.
+    Closed(RemoteError),
+}
+
+#[derive(Default)]
+struct Pending {
+    waiting: HashMap<u64, Sender<Incoming>>,
+    /// Why the connection ended, once it has.
+    closed: Option<RemoteError>,
+}
+
+/// A running exec-server connection.
+pub(crate) struct Connection {
+    label: String,
+    child: Mutex<StdioChild>,
+    stdin: Mutex<Option<ChildStdin>>,
+    pending: Arc<Mutex<Pending>>,
+    next_id: AtomicU64,
+    reader: Option<thread::JoinHandle<()>>,
+}
+
+impl Connection {
+    /// Starts the transport and its reader thread (no handshake yet).
+    pub(crate) fn open(spec: &StdioChildSpec<'_>, label: &str) -> Result<Connection, RemoteError> {
+        let mut child = StdioChild::spawn(spec).map_err(|e| RemoteError::Spawn {
+            transport: label.to_string(),
+            detail: e.to_string(),
+        })?;
+        let stdin = child.take_stdin();
+        let stdout = child.take_stdout().ok_or_else(|| RemoteError::Spawn {
+            transport: label.to_string(),
+            detail: "no stdout pipe".to_string(),
+        })?;
+        let pending = Arc::new(Mutex::new(Pending::default()));
+        let shared = Arc::clone(&pending);
+        let name = label.to_string();
+        let reader = thread::Builder::new()
+            .name("agentloop-remote-reader".to_string())
+            .stack_size(256 * 1024)
+            .spawn(move || read_loop(BufReader::with_capacity(64 * 1024, stdout), &shared, &name))
+            .map_err(|e| RemoteError::Spawn {
+                transport: label.to_string(),
+                detail: e.to_string(),
+            })?;
+        Ok(Connection {
+            label: label.to_string(),
+            child: Mutex::new(child),
+            stdin: Mutex::new(stdin),
+            pending,
+            next_id: AtomicU64::new(1),
+            reader: Some(reader),
+        })
+    }
+
+    /// The transport child's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.lock().unwrap_or_else(|e| e.into_inner()).id()
+    }
+
+    /// Whether the connection has ended.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock_pending().closed.is_some()
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends a request; the returned receiver gets its output and its answer.
+    pub(crate) fn start(&self, method: &str, params: Value) -> Result<Call, RemoteError> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        {
+            let mut pending = self.lock_pending();
+            if let Some(reason) = &pending.closed {
+                return Err(reason.clone());
+            }
+            pending.waiting.insert(id, tx);
+        }
+        if let Err(e) = self.send(&protocol::request(id, method, params)) {
+            self.lock_pending().waiting.remove(&id);
+            return Err(e);
+        }
+        Ok(Call { id, rx })
+    }
+
+    /// Sends a notification (no answer).
+    pub(crate) fn notify(&self, method: &str, params: Value) -> Result<(), RemoteError> {
+        self.send(&protocol::notification(method, params))
+    }
+
+    fn send(&self, message: &Value) -> Result<(), RemoteError> {
+        let mut line = serde_json::to_vec(message).unwrap_or_default();
+        if line.len() > MAX_LINE {
+            return Err(RemoteError::LineTooLong { limit: MAX_LINE });
+        }
+        line.push(b'\n');
+        let mut stdin = self.stdin.lock().unwrap_or_else(|e| e.into_inner());
+        let written = match stdin.as_mut() {
+            Some(pipe) => pipe.write_all(&line).and_then(|()| pipe.flush()),
+            None => Err(io::Error::from(io::ErrorKind::BrokenPipe)),
+        };
+        written.map_err(|e| {
+            stdin.take();
+            self.closed(format!("writing to it failed: {e}"))
+        })
+    }
+
+    /// The error a call sees once the connection has ended (the reader's reason if it
+    /// has one, else `detail`), with the transport's stderr tail.
+    pub(crate) fn closed(&self, detail: String) -> RemoteError {
+        if let Some(reason) = &self.lock_pending().closed {
+            return reason.clone();
+        }
+        RemoteError::Closed {
+            transport: self.label.clone(),
+            detail: format!("{detail}{}", self.stderr_note()),
+        }
+    }
+
+    /// The last lines of the transport's stderr, for error messages.
+    pub(crate) fn stderr_note(&self) -> String {
+        let tail = self
+            .child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stderr_tail();
+        let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+        let last = &lines[lines.len().saturating_sub(3)..];
+        if last.is_empty() {
+            String::new()
+        } else {
+            format!("; its stderr ends with: {}", last.join(" | "))
+        }
+    }
+
+    /// Forgets a call that no longer waits.
+    pub(crate) fn forget(&self, id: u64) {
+        self.lock_pending().waiting.remove(&id);
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // End of input asks the server to end its commands and exit; it gets a moment to
+        // do so before its whole group is terminated.
+        self.stdin.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = Instant::now() + EXIT_WAIT;
+        while child.try_exited().is_none() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(2));
+        }
+        child.terminate(Duration::from_millis(500));
+        drop(child);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// A call in flight.
+pub(crate) struct Call {
+    pub(crate) id: u64,
+    pub(crate) rx: Receiver<Incoming>,
+}
+
+/// Reads the server's lines until the end, dispatching each to its caller.
+fn read_loop(mut reader: impl io::BufRead, pending: &Mutex<Pending>, label: &str) {
+    let mut buf = Vec::new();
+    let reason = loop {
+        match protocol::read_line(&mut reader, &mut buf, MAX_LINE) {
+            Ok(Line::Complete) => {}
+            Ok(Line::TooLong) => break RemoteError::LineTooLong { limit: MAX_LINE },
+            Ok(Line::Eof) => {
+                break RemoteError::Closed {
+                    transport: label.to_string(),
+                    detail: "the transport closed its output".to_string(),
+                };
+            }
+            Err(e) => {
+                break RemoteError::Closed {
+                    transport: label.to_string(),
+                    detail: format!("reading from it failed: {e}"),
+                };
+            }
+        }
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match dispatch(&buf, pending) {
+            Ok(()) => {}
+            Err(detail) => break RemoteError::Malformed { detail },
+        }
+    };
+    let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+    pending.closed = Some(reason.clone());
+    for (_, waiting) in pending.waiting.drain() {
+        let _ = waiting.send(Incoming::Closed(reason.clone()));
+    }
+}
+
+/// Hands one line to its caller; `Err` when it is not the protocol.
+fn dispatch(line: &[u8], pending: &Mutex<Pending>) -> Result<(), String> {
+    let shown = || String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+    let message: Value =
+        serde_json::from_slice(line).map_err(|e| format!("not JSON ({e}): {}", shown()))?;
+    let waiting = |id: u64| {
+        let pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.waiting.get(&id).cloned()
+    };
+    if message.get("method").and_then(Value::as_str) == Some("process/output") {
+        let params = &message["params"];
+        let call = params["call"]
+            .as_u64()
+            .ok_or_else(|| format!("output without a call: {}", shown()))?;
+        let stream = match params["stream"].as_str() {
+            Some("stdout") => OutputStream::Stdout,
+            Some("stderr") => OutputStream::Stderr,
+            _ => return Err(format!("output of an unknown stream: {}", shown())),
+        };
+        let data = params["data"]
+            .as_str()
+            .and_then(decode_base64)
+            .ok_or_else(|| format!("output that is not base64: {}", shown()))?;
+        if let Some(tx) = waiting(call) {
+            let _ = tx.send(Incoming::Output(stream, data));
+        }
+        return Ok(());
+    }
+    let Some(id) = message.get("id").and_then(Value::as_u64) else {
+        // A server-side parse error (`id` null) means we sent something it could not read.
+        if let Some(error) = message.get("error") {
+            return Err(format!("the server could not read a request: {error}"));
+        }
+        return Err(format!("a message without a request id: {}", shown()));
+    };
+    let incoming = if let Some(result) = message.get("result") {
+        Incoming::Result(result.clone())
+    } else if let Some(error) = message.get("error") {
+        Incoming::Failed(
+            error["code"].as_i64().unwrap_or(0),
+            error["message"].as_str().unwrap_or("").to_string(),
+            error.get("data").cloned(),
+        )
+    } else {
+        return Err(format!(
+            "a response with neither result nor error: {}",
+            shown()
+        ));
+    };
+    let tx = pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .waiting
+        .remove(&id);
+    if let Some(tx) = tx {
+        let _ = tx.send(incoming);
+    }
+    Ok(())
+}

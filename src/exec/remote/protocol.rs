@@ -1,0 +1,288 @@
+//! The exec-server protocol, version 1: its whole specification (this comment) and its
+//! encoding (JSON values, base64, bounded line reads). It never performs I/O on anything
+//! but the reader it is given and never spawns.
+//!
+//! # Transport and framing
+//!
+//! The client starts a child process whose stdin and stdout reach an exec-server: the
+//! server itself, `ssh host agentloop-exec-server`, `podman exec -i ctr
+//! agentloop-exec-server`, `kubectl exec -i pod -- agentloop-exec-server`. Messages are
+//! JSON-RPC 2.0 objects, one per line (UTF-8, `\n`-terminated, no embedded newlines).
+//! A line longer than [`MAX_LINE`] bytes (32 MiB) is a protocol error on either side: the
+//! server answers it with error `-32700` and skips it; the client treats the connection as
+//! broken. Binary data (file contents, command output) is standard base64 with padding.
+//! The server's stderr is not part of the protocol; the client keeps its tail for errors.
+//!
+//! # Calls
+//!
+//! Every request has an integer `id` chosen by the client; responses carry the same `id`
+//! and may arrive in any order: one connection carries many calls at once, and the server
+//! runs each call on its own thread. Paths are strings, relative ones resolved against
+//! the working directory the `hello` call set. Each call may carry `"sandbox"`; version 1
+//! knows only `"full-access"` (the default) and refuses any other value with `-32602`,
+//! so a policy is never silently dropped.
+//!
+//! | method | params | result |
+//! |---|---|---|
+//! | `hello` | `protocol_version` (1), `client` (name), `working_directory` (optional, absolute) | `protocol_version`, `server`, `working_directory`, `platform`, `os_version`, `max_command_timeout_ms`, `max_line_bytes`, `sandbox` (list of known policies) |
+//! | `process/start` | `command`, `timeout_ms`, `working_dir`?, `env` (object)?, `env_policy` {`inherit`: `all`/`core`/`nothing`, `include`, `exclude`}?, `kill_grace_ms`? | the command's result once it has ended: `stdout`, `stderr`, `exit_code`, `signal`, `timed_out`, `cancelled`, `duration_us`, `stdout_bytes`, `stderr_bytes`, `capture_truncated`, `escaped_processes` |
+//! | `fs/readFile` | `path`, `offset`?, `limit`? | `text`, `size`, `total_lines` |
+//! | `fs/readBytes` | `path` | `data` (base64) |
+//! | `fs/writeFile` | `path`, `data` (base64) | `{}` (atomic, as the local environment) |
+//! | `fs/remove` | `path` | `{}` |
+//! | `fs/exists` | `path` | `exists` |
+//! | `fs/stat` | `path` | `is_dir`, `size`, `modified_ms`? |
+//! | `fs/list` | `path`, `depth` | `entries`: [{`name`, `is_dir`, `size`?}] |
+//! | `search/grep` | `pattern`, `path`, `case_insensitive`, `glob`?, `max_results` | `matches`: [{`path`, `line_number`, `line`}], `truncated` |
+//! | `search/glob` | `pattern`, `path` | `paths` |
+//!
+//! The server refuses every call but `hello` until `hello` has succeeded.
+//!
+//! While a `process/start` call runs, the server sends notifications
+//! `process/output` {`call`: the request id, `stream`: `stdout`/`stderr`, `data`: base64},
+//! all before the call's response. The client cancels a running command with the
+//! notification `process/cancel` {`call`}: the server terminates the command's process
+//! group (SIGTERM, the grace, SIGKILL) and answers the call with `cancelled: true`.
+//! Timeouts are enforced by the server, on the remote side, exactly as locally.
+//!
+//! # Errors
+//!
+//! | code | meaning |
+//! |---|---|
+//! | `-32700` | the line is not JSON or is too long (`id` null) |
+//! | `-32600` | not a JSON-RPC request |
+//! | `-32601` | unknown method |
+//! | `-32602` | missing or invalid params, unknown sandbox policy |
+//! | `-32000` | the operation failed; `data.kind` names the `std::io::ErrorKind` (`NotFound`, `PermissionDenied`, `InvalidData`, …) and `message` says what happened |
+//! | `-32001` | unsupported protocol version (`data.supported`: the server's version) |
+//! | `-32002` | `hello` has not succeeded yet |
+//! | `-32003` | too many calls in flight ([`MAX_IN_FLIGHT`]) |
+//!
+//! # Versioning and lifetime
+//!
+//! `hello` is the first call. Its `protocol_version` is the only version this client
+//! speaks; a server answering with another version, or not knowing `hello`, is refused with
+//! a message naming both versions (install the exec-server built from the same agentloop
+//! release). Additive changes (new optional params, new result fields, new methods) keep
+//! the version; anything else increments it. End-of-file on the server's stdin ends the
+//! session: the server cancels every running command (their process groups are ended as
+//! on a timeout), answers them, and exits.
+
+use std::io::{self, BufRead};
+
+use serde_json::{Value, json};
+
+/// The protocol version this crate speaks (client and server).
+pub const PROTOCOL_VERSION: u64 = 1;
+/// The longest line either side accepts, in bytes.
+pub const MAX_LINE: usize = 32 * 1024 * 1024;
+/// The most calls the server runs at once; more are refused with `-32003`.
+pub const MAX_IN_FLIGHT: usize = 64;
+/// The only sandbox policy version 1 knows.
+pub const FULL_ACCESS: &str = "full-access";
+
+pub(crate) const PARSE_ERROR: i64 = -32700;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+pub(crate) const IO_ERROR: i64 = -32000;
+pub(crate) const VERSION_MISMATCH: i64 = -32001;
+pub(crate) const NOT_INITIALIZED: i64 = -32002;
+pub(crate) const BUSY: i64 = -32003;
+
+/// What one bounded line read produced.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// A complete line (without its `\n`) is in the buffer.
+    Complete,
+    /// The line exceeded the cap; it was consumed up to its `\n` and dropped.
+    TooLong,
+    /// End of input (a partial last line without `\n` is dropped).
+    Eof,
+}
+
+/// Reads one `\n`-terminated line into `buf` (cleared first), never holding more than
+/// `cap` bytes of it.
+pub(crate) fn read_line(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<Line> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(Line::Eof);
+        }
+        let (chunk, done) = match memchr::memchr(b'\n', available) {
+            Some(at) => (&available[..at], Some(at + 1)),
+            None => (available, None),
+        };
+        if !too_long {
+            if buf.len() + chunk.len() > cap {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        let used = done.unwrap_or(available.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(if too_long {
+                Line::TooLong
+            } else {
+                Line::Complete
+            });
+        }
+    }
+}
+
+/// A request line (without the `\n`).
+pub(crate) fn request(id: u64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// A notification line.
+pub(crate) fn notification(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": method, "params": params})
+}
+
+/// A success response.
+pub(crate) fn response(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// An error response.
+pub(crate) fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+/// The `data.kind` name of an error kind (its `Debug` name).
+pub(crate) fn kind_name(kind: io::ErrorKind) -> String {
+    format!("{kind:?}")
+}
+
+/// The error kind a `data.kind` name stands for; `Other` for names this build does not know.
+pub(crate) fn kind_from_name(name: &str) -> io::ErrorKind {
+    use io::ErrorKind::*;
+    const KINDS: [io::ErrorKind; 16] = [
+        NotFound,
+        PermissionDenied,
+        AlreadyExists,
+        InvalidInput,
+        InvalidData,
+        TimedOut,
+        Unsupported,
+        IsADirectory,
+        NotADirectory,
+        DirectoryNotEmpty,
+        ReadOnlyFilesystem,
+        StorageFull,
+        FileTooLarge,
+        Interrupted,
+        UnexpectedEof,
+        WouldBlock,
+    ];
+    KINDS
+        .into_iter()
+        .find(|kind| kind_name(*kind) == name)
+        .unwrap_or(Other)
+}
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 with padding.
+pub(crate) fn encode_base64(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Decodes standard base64 (padding optional); `None` on any other character.
+pub(crate) fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=').as_bytes();
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &c in text {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips_every_length_and_byte() {
+        let bytes: Vec<u8> = (0..=255u8).collect();
+        for len in 0..40 {
+            let encoded = encode_base64(&bytes[..len]);
+            assert_eq!(decode_base64(&encoded).unwrap(), &bytes[..len]);
+        }
+        assert_eq!(encode_base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(encode_base64(b"fo"), "Zm8=");
+        assert_eq!(decode_base64("Zm8"), Some(b"fo".to_vec()));
+        assert_eq!(decode_base64("Zm\n8"), None);
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_skipped_and_the_next_one_read() {
+        let input = format!("{}\nshort\npartial", "x".repeat(100));
+        let mut reader = io::BufReader::with_capacity(7, input.as_bytes());
+        let mut buf = Vec::new();
+        assert_eq!(read_line(&mut reader, &mut buf, 10).unwrap(), Line::TooLong);
+        assert_eq!(
+            read_line(&mut reader, &mut buf, 10).unwrap(),
+            Line::Complete
+        );
+        assert_eq!(buf, b"short");
+        assert_eq!(read_line(&mut reader, &mut buf, 10).unwrap(), Line::Eof);
+    }
+
+    #[test]
+    fn error_kinds_travel_by_name() {
+        for kind in [io::ErrorKind::NotFound, io::ErrorKind::InvalidData] {
+            assert_eq!(kind_from_name(&kind_name(kind)), kind);
+        }
+        assert_eq!(kind_from_name("SomethingNew"), io::ErrorKind::Other);
+    }
+}

@@ -1,0 +1,111 @@
+//! `agent --remote-command`: the three-round task with the tools behind an exec-server
+//! (started through `env -C DIR`, a stand-in for `podman exec -i -w DIR ctr`; over ssh to
+//! the private sshd too), the header naming the transport; bad remote options are usage
+//! errors.
+
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+use super::{Sshd, server_binary};
+use crate::agent_cli::{example_binary, run_command};
+use crate::support::turns::{self, function};
+use crate::support::{FAKE_KEY, Reply, Server};
+
+fn replies() -> Vec<Reply> {
+    let call = |id: &str, name: &str, args| turns::anthropic_sse("", &[function(id, name, args)]);
+    vec![
+        Reply::sse(call(
+            "call_1",
+            "shell",
+            json!({"command": "echo hello > out.txt"}),
+        )),
+        Reply::sse(call("call_2", "read_file", json!({"file_path": "out.txt"}))),
+        Reply::sse(turns::anthropic_sse("done", &[])),
+    ]
+}
+
+fn agent(server: &Server, remote_args: &[String]) -> Command {
+    let home = std::env::temp_dir();
+    let mut command = Command::new(example_binary("agent"));
+    command
+        .args(["--provider", "anthropic", "--base-url", &server.url()])
+        .args(remote_args)
+        .arg("write hello to out.txt, read it back, then say done")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("ANTHROPIC_API_KEY", FAKE_KEY)
+        .stdin(Stdio::null());
+    command
+}
+
+fn completes_through(transport: String) {
+    let server = Server::start(replies());
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().display().to_string();
+    let args = vec![
+        "--remote-command".to_string(),
+        format!("{transport} env -C {dir}"),
+        "--remote-server".to_string(),
+        server_binary().display().to_string(),
+    ];
+    let ran = run_command(agent(&server, &args), "");
+    let output = ran.all_output();
+    assert_eq!(ran.status, Some(0), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("out.txt")).unwrap(),
+        "hello\n"
+    );
+    // The header shows the transport and the remote directory.
+    assert!(
+        output.contains("env -C") && output.contains(&dir),
+        "{output}"
+    );
+    assert!(server.requests()[2].body_text().contains("hello"));
+    assert!(!output.contains(FAKE_KEY));
+}
+
+#[test]
+fn the_agent_runs_its_tools_through_a_stdio_transport() {
+    completes_through(String::new());
+}
+
+#[test]
+fn the_agent_runs_its_tools_through_ssh() {
+    let Some(sshd) = Sshd::start() else { return };
+    let ssh = format!(
+        "ssh -T -o BatchMode=yes -p {} {} {}",
+        sshd.port,
+        sshd.options().join(" "),
+        sshd.destination()
+    );
+    completes_through(ssh);
+}
+
+#[test]
+fn an_unreachable_remote_is_an_error_and_conflicting_options_are_usage_errors() {
+    let server = Server::start(Vec::new());
+    let args = [
+        "--remote-command".to_string(),
+        "/nonexistent/transport".to_string(),
+    ];
+    let ran = run_command(agent(&server, &args), "");
+    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    assert!(
+        ran.stderr.contains("cannot reach the remote exec-server"),
+        "{}",
+        ran.stderr
+    );
+    let args = [
+        "--remote".to_string(),
+        "ssh://host".to_string(),
+        "--remote-command".to_string(),
+        "x".to_string(),
+    ];
+    let ran = run_command(agent(&server, &args), "");
+    assert_eq!(ran.status, Some(2), "{}", ran.all_output());
+    let args = ["--remote".to_string(), "http://host".to_string()];
+    let ran = run_command(agent(&server, &args), "");
+    assert!(ran.stderr.contains("not an ssh URL"), "{}", ran.stderr);
+}
