@@ -39,7 +39,7 @@ fn main() -> agentloop::Result<()> {
             _ => Approval::Allow,
         }
     });
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path())?);
     let session = Session::new(profile, env, client, config)?;
 
     let events = session.events();

@@ -77,7 +77,7 @@ impl ExecutionEnvironment for Audited {
 fn main() -> agentloop::Result<()> {
     let dir = tempfile::tempdir()?;
     let env = Arc::new(Audited {
-        inner: LocalExecutionEnvironment::new(dir.path()),
+        inner: LocalExecutionEnvironment::new(dir.path())?,
         log: Mutex::new(Vec::new()),
     });
     let model = ScriptedModel::new(vec![

@@ -38,7 +38,13 @@ fn main() -> ExitCode {
     let base = std::env::vars()
         .filter(|(name, _)| name != "SSH_CLIENT" && name != "SSH2_CLIENT")
         .collect();
-    let env = LocalExecutionEnvironment::new(cwd).with_base_env(base);
+    let env = match LocalExecutionEnvironment::new(cwd) {
+        Ok(env) => env.with_base_env(base),
+        Err(e) => {
+            eprintln!("exec_server: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // SIGTERM, SIGHUP and SIGINT end the running commands' groups before the server exits.
     match RemoteExecutionEnvironment::serve_stdio(env) {
         Ok(()) => ExitCode::SUCCESS,

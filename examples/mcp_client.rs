@@ -67,7 +67,7 @@ fn main() {
         turn
     });
     let config = SessionConfig::default().with_mcp_server(McpServer::http("server", url));
-    let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir()));
+    let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir()).expect("the temp dir"));
     let profile = ProviderProfile::new("scripted", "conformance");
     let session = match Session::new(profile, env, Client::new().with_provider(model), config) {
         Ok(session) => session,

@@ -44,7 +44,7 @@ fn main() -> agentloop::Result<()> {
     });
     let client = Client::new().with_provider(model);
     let profile = ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell());
-    let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir()));
+    let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir())?);
     let session = Session::new(profile, env, client, SessionConfig::default())?;
 
     let events = session.events();

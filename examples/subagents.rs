@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let client = Client::new().with_provider(ScriptedModel::dynamic(script));
     let profile = profiles::anthropic("scripted-demo").with_provider_id("scripted");
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path())?);
     let session = Session::new(profile, env, client, SessionConfig::default())?;
 
     let events = session.events();

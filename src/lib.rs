@@ -9,8 +9,9 @@
 //! # Quick start
 //!
 //! With a real provider: the key comes from the environment (`ANTHROPIC_API_KEY`,
-//! `OPENAI_API_KEY` or `GEMINI_API_KEY`), the profile brings the provider's own tools and
-//! system prompt, and [`Session::run`](session::Session::run) returns the final answer.
+//! `OPENAI_API_KEY` or `GEMINI_API_KEY`), [`profiles::for_client`] brings that provider's
+//! own tools, system prompt and usual model, and [`Session::run`](session::Session::run)
+//! returns the final answer — or `Err` when the provider failed.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -20,8 +21,8 @@
 //! use agentloop::session::{Session, SessionConfig};
 //!
 //! let client = Client::from_env()?;
-//! let profile = profiles::anthropic("claude-sonnet-4-5");
-//! let env = Arc::new(LocalExecutionEnvironment::new("."));
+//! let profile = profiles::for_client(&client)?;
+//! let env = Arc::new(LocalExecutionEnvironment::new(".")?);
 //! let session = Session::new(profile, env, client, SessionConfig::default())?;
 //! let outcome = session.run("make the failing test pass")?;
 //! println!("{}", outcome.text);
@@ -38,7 +39,7 @@
 //! use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 //! use agentloop::profiles::ProviderProfile;
 //! use agentloop::session::{EventKind, Session, SessionConfig, StopReason};
-//! use serde_json::json;
+//! use agentloop::serde_json::json;
 //!
 //! let model = ScriptedModel::new(vec![
 //!     ScriptedTurn::tool_call("shell", json!({"command": "echo hello from the tool"})),
@@ -47,14 +48,12 @@
 //! let client = Client::new().with_provider(model);
 //! let profile = ProviderProfile::new("scripted", "demo")
 //!     .with_tool(agentloop::tools::shell());
-//! let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir()));
+//! let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir())?);
 //! let session = Session::new(profile, env, client, SessionConfig::default())?;
 //!
-//! let events = session.events();
-//! session.submit("say hello")?;
-//! session.close(); // after the queued input
 //! let mut answer = String::new();
-//! for event in events {
+//! // The events of this input: the iterator ends with it.
+//! for event in session.submit_events("say hello")? {
 //!     match event.kind {
 //!         EventKind::AssistantTextDelta { delta } => answer.push_str(&delta),
 //!         EventKind::ToolCallEnd { output, .. } => {
@@ -69,6 +68,10 @@
 //! assert_eq!(answer, "The command printed a greeting.");
 //! # Ok::<(), agentloop::Error>(())
 //! ```
+//!
+//! The API takes `serde_json` values (tool arguments, schemas, event data); the crate
+//! re-exports it as `agentloop::serde_json` (as the example above uses), so a host needs no
+//! `serde_json` dependency of its own.
 //!
 //! # Where to go next
 //!
@@ -87,6 +90,7 @@
 
 #![deny(missing_docs)]
 
+mod base64;
 mod cancel;
 mod error;
 pub mod exec;
@@ -99,6 +103,12 @@ mod sync;
 mod time;
 pub mod tools;
 pub mod unstable;
+
+/// The JSON crate the API takes (tool arguments, schemas, events), re-exported so that a
+/// host needs no dependency of its own for it: `use agentloop::serde_json::json;`. Hidden
+/// from the item list (it is serde_json's API, not ours; see the crate docs above).
+#[doc(hidden)]
+pub use serde_json;
 
 pub use cancel::{CancelGuard, CancelToken};
 pub use error::{Error, ErrorKind, Result};

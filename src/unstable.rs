@@ -10,6 +10,11 @@
 pub use crate::prompt::environment::{format_date, knowledge_cutoff, model_display_name};
 pub use crate::prompt::git::find_git_root;
 pub use crate::prompt::project_docs::instruction_files;
+pub use crate::session::compaction::account::{
+    CompactionLimits, TokenAccount, estimate_message_tokens, estimate_request_tokens,
+    estimate_turn_tokens,
+};
+pub use crate::session::compaction::plan::CompactionPlan;
 pub use crate::tools::apply_patch::{
     Applied, Hunk, HunkLine, Operation, Patch, apply_hunks, parse_patch,
 };

@@ -125,7 +125,7 @@ fn smoke(provider: &Provider) {
     let model =
         std::env::var(provider.model_var).unwrap_or_else(|_| provider.default_model.to_string());
     let dir = tempfile::tempdir().unwrap();
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     // Spec §9.13 expects the 10 s default timeout for step 7 with every profile.
     let config = SessionConfig::default()
         .with_default_command_timeout(std::time::Duration::from_secs(10))

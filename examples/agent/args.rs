@@ -27,15 +27,22 @@ OPTIONS:
                             (default: the provider's own; openai-chat uses openai,
                             demo uses anthropic)
     --base-url URL          the provider's endpoint (default: ANTHROPIC_BASE_URL,
-                            OPENAI_BASE_URL or GOOGLE_GEMINI_BASE_URL, else the vendor's)
+                            OPENAI_BASE_URL, GEMINI_BASE_URL or GOOGLE_GEMINI_BASE_URL;
+                            for openai-chat OPENAI_COMPATIBLE_BASE_URL; else the vendor's)
+    --send-openai-key       send OPENAI_API_KEY to a --base-url that is not api.openai.com
+                            (otherwise such a server gets OPENAI_COMPATIBLE_API_KEY, or no
+                            key: local servers need none)
     --cwd DIR               the directory the agent works in (default: the current one;
                             the demo uses a fresh temporary directory)
     --max-turns N           stop after N model calls in the whole session (0 = no limit)
     --max-rounds N          stop an input after N tool rounds (0 = no limit)
     --reasoning-effort E    low | medium | high (or a provider's own value)
+    --context-window TOKENS the model's context window (default: the model's own); the
+                            history is compacted before it fills
     --timeout-ms MS         default timeout of shell commands (default 10000)
     --approve MODE          auto: run every tool call (default)
                             ask: ask on the terminal before each shell command or write
+                            (refused when there is no terminal)
     --json                  print one JSON object per session event on stdout, nothing else
     --transcript PATH       save the session as JSON Lines in PATH (a new file); with
                             --resume, where the continued session is saved instead
@@ -56,7 +63,9 @@ OPTIONS:
 
 EXIT STATUS:
     0 done, 1 error, 2 bad usage, 3 a turn or round limit stopped the agent,
-    130 interrupted (Ctrl-C; a second Ctrl-C aborts at once)
+    130 interrupted (Ctrl-C; a second Ctrl-C aborts at once),
+    143 ended by SIGTERM, 129 by SIGHUP (the running command is ended and the session
+    closed, as for an abort)
 ";
 
 /// A provider the CLI can talk to.
@@ -141,9 +150,13 @@ pub struct Options {
     pub max_turns: usize,
     pub max_rounds: usize,
     pub reasoning_effort: Option<String>,
+    /// `--context-window`: overrides the model's context window.
+    pub context_window: Option<usize>,
     pub timeout_ms: Option<u64>,
     pub approve: ApproveMode,
     pub json: bool,
+    /// `--send-openai-key`: OPENAI_API_KEY may go to a non-OpenAI `--base-url`.
+    pub send_openai_key: bool,
     /// `--transcript`: where to save the session.
     pub transcript: Option<PathBuf>,
     /// `--resume`: the transcript to continue.
@@ -218,6 +231,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "-h" | "--help" => return Ok(Command::Help),
             "-V" | "--version" => return Ok(Command::Version),
             "--json" => options.json = true,
+            "--send-openai-key" => options.send_openai_key = true,
             "--provider" => {
                 let text = value("anthropic, openai, openai-chat, gemini or demo")?;
                 options.provider = Some(ProviderName::parse(&text).ok_or_else(|| {
@@ -255,6 +269,13 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             }
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
             "--max-rounds" => options.max_rounds = number(&name, &value("a number")?)?,
+            "--context-window" => {
+                let tokens: usize = number(&name, &value("a number of tokens")?)?;
+                if tokens < 1_000 {
+                    return Err(usage("--context-window must be at least 1000 tokens"));
+                }
+                options.context_window = Some(tokens);
+            }
             "--timeout-ms" => {
                 let ms: u64 = number(&name, &value("milliseconds")?)?;
                 if ms == 0 {

@@ -9,22 +9,25 @@
 //!
 //! `agent --help` lists the options and exit statuses. This file wires the pieces together:
 //! options (`args.rs`), provider and profile (`setup.rs`), the demo model (`demo.rs`), the
-//! views (`render.rs`) and Ctrl-C (`signals.rs`). It never writes anything but events to
+//! views (`render.rs`), signals (`signals.rs`) and keeping keys out of the environment
+//! (`keys.rs`). It never writes anything but events to
 //! stdout in `--json` mode.
 
 mod args;
 mod demo;
 mod hooks;
+mod keys;
 mod mcp;
 mod remote;
 mod render;
 mod setup;
 mod signals;
 
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
@@ -37,7 +40,7 @@ use serde_json::Value;
 
 use args::{ApproveMode, Command, Options};
 use render::{Human, Output};
-use signals::{CtrlC, Line, LineReader};
+use signals::{CtrlC, Line, LineReader, Signal};
 
 /// Exit statuses (`agent --help` documents them).
 const EXIT_OK: i32 = 0;
@@ -50,27 +53,57 @@ const EXIT_INTERRUPTED: i32 = 130;
 const TICK: Duration = Duration::from_millis(100);
 
 fn main() {
+    // First, before any thread: the keys leave the process environment (this may
+    // re-execute the program once).
+    let keys = keys::take_from_environment();
+    // Then the signals, so that one in the first milliseconds is handled too: until the
+    // session starts it ends the program the default way (nothing to clean up yet).
+    let control = Arc::new(Control::default());
+    let signals = {
+        let control = control.clone();
+        CtrlC::install(move |signal| control.on_signal(signal))
+    };
+    let signals = match signals {
+        Ok(signals) => signals,
+        Err(err) => {
+            eprintln!("agent: cannot handle signals: {err}");
+            std::process::exit(EXIT_ERROR);
+        }
+    };
     // `run` returns only after the session and every thread are gone.
-    std::process::exit(run());
+    let code = run(&keys, &control, &signals);
+    drop(signals); // joins the watcher
+    std::process::exit(code);
 }
 
-fn run() -> i32 {
+fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -> i32 {
     let options = match args::parse(std::env::args().skip(1)) {
         Ok(Command::Run(options)) => *options,
-        Ok(Command::Help) => {
-            print!("{}", args::USAGE);
-            return EXIT_OK;
-        }
+        Ok(Command::Help) => return print_or_fail(args::USAGE),
         Ok(Command::Version) => {
-            println!("agent (agentloop {})", env!("CARGO_PKG_VERSION"));
-            return EXIT_OK;
+            return print_or_fail(&format!(
+                "agent (agentloop {})\n",
+                env!("CARGO_PKG_VERSION")
+            ));
         }
         Err(err) => return usage_error(&err.0),
     };
-    let setup = match setup::resolve(&options, &|name| std::env::var(name).ok()) {
+    let var = |name: &str| keys.get(name).cloned().or_else(|| std::env::var(name).ok());
+    let setup = match setup::resolve(&options, &var) {
         Ok(setup) => setup,
         Err(err) => return usage_error(&err.0),
     };
+    if options.approve == ApproveMode::Ask {
+        if let Err(err) = std::fs::File::open("/dev/tty") {
+            return usage_error(&format!(
+                "--approve ask needs a terminal to ask on, and there is none ({err}); run \
+                 it in a terminal, or use --approve auto"
+            ));
+        }
+    }
+    for note in &setup.notes {
+        eprintln!("agent: {note}");
+    }
 
     // The prompt: the demo's task, the command line, or stdin (read before Ctrl-C is
     // handled, so that a Ctrl-C while typing into a pipe ends the program as usual).
@@ -112,15 +145,18 @@ fn run() -> i32 {
     } else {
         let colour = stdout_is_terminal && std::env::var_os("NO_COLOR").is_none();
         let indicator = signals::is_terminal(io::stderr().as_raw_fd());
-        let cwd = match &remote {
+        let mut place = match &remote {
             Some((_, header)) => header.clone(),
             None => setup.cwd.display().to_string(),
         };
+        if let Some(url) = &setup.endpoint {
+            place = format!("{place} · requests to {url}");
+        }
         Output::Human(Box::new(Human::new(
             colour,
             indicator,
             prompt.is_some(),
-            cwd,
+            place,
         )))
     };
     if setup.demo.is_some() {
@@ -133,15 +169,18 @@ fn run() -> i32 {
             Output::Human(human) => human.line(&banner),
             Output::Json => writeln!(io::stderr(), "{banner}"),
         };
-        if shown.is_err() {
-            return EXIT_ERROR;
+        if let Err(err) = shown {
+            return output_error(&err);
         }
     }
 
+    control.one_shot.store(prompt.is_some(), Ordering::SeqCst);
+    *lock(&control.slot) = Slot::Starting;
     let env = remote.map(|(env, _)| env);
     let session = match start_session(&options, &setup, env) {
         Ok(session) => Arc::new(session),
         Err(err) => {
+            *lock(&control.slot) = Slot::Early;
             eprintln!("agent: {err}");
             return EXIT_ERROR;
         }
@@ -156,34 +195,23 @@ fn run() -> i32 {
             return EXIT_ERROR;
         }
     }
-    let control = Arc::new(Control {
-        one_shot: prompt.is_some(),
-        ..Control::default()
-    });
-    let ctrl_c = {
-        let session = session.clone();
-        let control = control.clone();
-        CtrlC::install(move |_| control.on_press(&session))
-    };
-    let ctrl_c = match ctrl_c {
-        Ok(ctrl_c) => ctrl_c,
-        Err(err) => {
-            eprintln!("agent: cannot handle Ctrl-C: {err}");
-            return EXIT_ERROR;
-        }
-    };
+    control.started(&session);
 
     let mut run = Run {
         session: &session,
         events: &mut events,
         output: &mut output,
-        ctrl_c: &ctrl_c,
-        control: &control,
+        ctrl_c,
+        control,
         approve: options.approve,
         last_stop: None,
         closed_by_error: false,
         output_failed: false,
     };
+    if control.terminated().is_some() {
+        // A signal while the session started: it was aborted; show how it ended.
+        run.until_session_end();
+    }
     let code = match prompt {
         Some(prompt) => {
             run.submit(prompt, true);
@@ -192,14 +220,39 @@ fn run() -> i32 {
         }
         None => run.interactive(),
     };
-    drop(ctrl_c); // joins the watcher, which holds a handle to the session
+    let code = match control.terminated() {
+        Some(signal) => 128 + signal,
+        None => code,
+    };
     drop(events);
+    *lock(&control.slot) = Slot::Early; // the watcher's handle to the session
     drop(session); // aborts if still open and joins the worker
     if code == EXIT_OK && setup.demo.as_ref().is_some_and(|d| !d.succeeded()) {
         eprintln!("agent: the demo did not reach the expected result");
         return EXIT_ERROR;
     }
     code
+}
+
+/// Prints `text` on stdout; a closed stdout or a full disk is a one-line error.
+fn print_or_fail(text: &str) -> i32 {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => EXIT_OK,
+        Err(err) => output_error(&err),
+    }
+}
+
+/// Reports that stdout cannot be written (closed pipe, full disk) in one line.
+fn output_error(err: &io::Error) -> i32 {
+    eprintln!("agent: cannot write to stdout ({err}); stopped");
+    EXIT_ERROR
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn usage_error(message: &str) -> i32 {
@@ -231,7 +284,10 @@ fn start_session(
     setup: &setup::Setup,
     remote: Option<Arc<dyn ExecutionEnvironment>>,
 ) -> agentloop::Result<Session> {
-    let env = remote.unwrap_or_else(|| Arc::new(LocalExecutionEnvironment::new(&setup.cwd)));
+    let env: Arc<dyn ExecutionEnvironment> = match remote {
+        Some(env) => env,
+        None => Arc::new(LocalExecutionEnvironment::new(&setup.cwd)?),
+    };
     let mut config = SessionConfig::default();
     if let Some(path) = &options.hooks {
         let hooks = hooks::load(path, env.clone())
@@ -260,7 +316,10 @@ fn start_session(
             config = config.with_mcp_server(server);
         }
     }
-    let (profile, client) = (setup.profile.clone(), setup.client.clone());
+    let (mut profile, client) = (setup.profile.clone(), setup.client.clone());
+    if let Some(tokens) = options.context_window {
+        profile = profile.with_context_window_size(tokens);
+    }
     match &options.resume {
         Some(path) => Session::resume(path, profile, env, client, config),
         None => Session::new(profile, env, client, config),
@@ -275,7 +334,18 @@ fn ask_before_changes(call: &ToolCall) -> Approval {
     }
 }
 
-/// What Ctrl-C does, shared between the main thread and the watcher.
+/// What a signal reaches: nothing yet, a session being started, or the running session.
+#[derive(Default)]
+enum Slot {
+    /// Nothing to clean up: a signal ends the program the default way.
+    #[default]
+    Early,
+    /// The session is being created: a signal is recorded and acted on once it exists.
+    Starting,
+    Running(Arc<Session>),
+}
+
+/// What Ctrl-C, SIGTERM and SIGHUP do, shared between the main thread and the watcher.
 #[derive(Default)]
 struct Control {
     /// Presses while an input was processing.
@@ -283,10 +353,61 @@ struct Control {
     /// The main thread waits for the user's next line (a press wakes it instead).
     prompting: AtomicBool,
     /// One prompt, then exit.
-    one_shot: bool,
+    one_shot: AtomicBool,
+    /// The SIGTERM or SIGHUP received (0: none).
+    terminated: AtomicI32,
+    slot: Mutex<Slot>,
 }
 
 impl Control {
+    /// Runs on the signal watcher thread.
+    fn on_signal(&self, signal: Signal) {
+        let session = {
+            let slot = lock(&self.slot);
+            match &*slot {
+                Slot::Early => signals::die_by(signal),
+                Slot::Starting => {
+                    match signal {
+                        Signal::Interrupt => self.presses.fetch_add(1, Ordering::SeqCst),
+                        Signal::Terminate(n) => {
+                            self.terminated.store(n, Ordering::SeqCst);
+                            0
+                        }
+                    };
+                    return;
+                }
+                Slot::Running(session) => session.clone(),
+            }
+        };
+        match signal {
+            Signal::Interrupt => self.on_press(&session),
+            Signal::Terminate(n) => {
+                // Like an abort: the running command's group ends, `session_end` is
+                // written; a second such signal ends the program at once.
+                self.terminated.store(n, Ordering::SeqCst);
+                session.abort();
+                signals::restore_default();
+            }
+        }
+    }
+
+    /// The session exists: act on a signal that came while it was being created.
+    fn started(&self, session: &Arc<Session>) {
+        let mut slot = lock(&self.slot);
+        *slot = Slot::Running(session.clone());
+        if self.terminated().is_some() || self.pressed() {
+            session.abort();
+        }
+    }
+
+    /// The SIGTERM or SIGHUP that ended the session, if any.
+    fn terminated(&self) -> Option<i32> {
+        match self.terminated.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
     /// First press: interrupt the input (or, for a single prompt that has not started
     /// yet, abort the session). Second: abort the session, and let a third end the program
     /// the default way.
@@ -295,7 +416,7 @@ impl Control {
             return;
         }
         if self.presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            if self.one_shot && session.state() == SessionState::Idle {
+            if self.one_shot.load(Ordering::SeqCst) && session.state() == SessionState::Idle {
                 session.abort(); // nothing to interrupt yet: the input would still run
             } else {
                 session.interrupt();
@@ -374,10 +495,14 @@ impl Run<'_> {
 
     /// Shows one event (and answers it, for an approval request).
     fn show(&mut self, event: &SessionEvent) {
-        if !self.output_failed && self.output.event(event).is_err() {
-            // Nobody reads stdout any more: stop the agent instead of working unseen.
-            self.output_failed = true;
-            self.session.abort();
+        if !self.output_failed {
+            if let Err(err) = self.output.event(event) {
+                // Nobody reads stdout any more (or the disk is full): stop the agent
+                // instead of working unseen, and say so once.
+                self.output_failed = true;
+                output_error(&err);
+                self.session.abort();
+            }
         }
         if let EventKind::ApprovalRequested {
             tool_name,

@@ -2,13 +2,18 @@
 //! human view — streamed answer text, one line per tool call, a summary per input, and a
 //! live indicator on stderr when stderr is a terminal.
 //!
-//! Rendering never changes the session; it only writes to stdout and stderr.
+//! Rendering never changes the session; it only writes to stdout and stderr. In the human
+//! view, text from the model, from commands and from files never reaches the terminal as
+//! control sequences (clipboard writes, title changes, screen clears): every control
+//! character is shown as visible text (see [`safe`]); the only escapes written are our own
+//! plain colours and the indicator's line clear.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 use agentloop::llm::Usage;
+use agentloop::session::compaction::CompactionFallback;
 use agentloop::session::{EventKind, HookDecision, SessionEvent, StopReason};
 use serde_json::Value;
 
@@ -169,8 +174,12 @@ impl Human {
             EventKind::SessionStart { provider, model } => {
                 let cwd = self.cwd.clone();
                 self.line(&format!(
-                    "{}agentloop · {provider} · {model} · {cwd}{}",
-                    s.dim, s.reset
+                    "{}agentloop · {} · {} · {}{}",
+                    s.dim,
+                    safe(provider),
+                    safe(model),
+                    safe(&cwd),
+                    s.reset
                 ))?;
             }
             EventKind::UserInput { content } => {
@@ -183,6 +192,7 @@ impl Human {
                     } else {
                         ""
                     };
+                    let first = safe(first);
                     self.line(&format!("{}> {first}{more}{}", s.bold, s.reset))?;
                 }
                 self.busy(Some("thinking".to_string()));
@@ -190,6 +200,7 @@ impl Human {
             EventKind::AssistantTextStart {} => self.busy(Some("thinking".to_string())),
             EventKind::AssistantTextDelta { delta } => {
                 self.clear_indicator();
+                let delta = safe(delta);
                 let mut out = io::stdout().lock();
                 out.write_all(delta.as_bytes())?;
                 out.flush()?;
@@ -227,12 +238,33 @@ impl Human {
                     s.red, s.reset
                 ))?;
             }
+            EventKind::ContextCompactionEnd {
+                reason,
+                tokens_before,
+                tokens_after,
+                turns_summarised,
+                fallback,
+                ..
+            } => {
+                let lost = match fallback {
+                    CompactionFallback::Truncated => " (tool outputs cut)",
+                    CompactionFallback::Dropped => " (some turns dropped)",
+                    _ => "",
+                };
+                self.line(&format!(
+                    "{}  ↳ context compacted ({}): ~{tokens_before} → ~{tokens_after} tokens, \
+                     {turns_summarised} turns summarised{lost}{}",
+                    s.dim,
+                    reason.as_str(),
+                    s.reset
+                ))?;
+            }
             EventKind::LoopDetection { message } => self.warn(message),
             EventKind::Warning { message, .. } => self.warn(message),
             EventKind::Error { message, .. } => {
                 self.clear_indicator();
                 self.end_line()?;
-                eprintln!("{}error: {message}{}", s.red, s.reset);
+                eprintln!("{}error: {}{}", s.red, safe(message), s.reset);
             }
             EventKind::HookDecision { hook, decision, .. }
                 if !matches!(decision, HookDecision::Continue) =>
@@ -333,6 +365,7 @@ impl Human {
                 let (name, summary) = call
                     .as_ref()
                     .map_or((tool_name.as_str(), ""), |c| (c.name.as_str(), &c.summary));
+                let name = safe(name);
                 let mut status = format!("{duration_ms} ms");
                 if let Some(code) = output.as_deref().and_then(exit_code) {
                     status.push_str(&format!(", exit {code}"));
@@ -377,7 +410,7 @@ impl Human {
     fn warn(&mut self, message: &str) {
         self.clear_indicator();
         let s = self.style;
-        eprintln!("{}warning: {message}{}", s.red, s.reset);
+        eprintln!("{}warning: {}{}", s.red, safe(message), s.reset);
     }
 
     fn tick(&mut self) {
@@ -417,10 +450,40 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// At most `max` characters of the first line of `text`, with `…` when cut.
+/// `text` with every control character but line feed and tab made visible (`ESC` as `^[`,
+/// C1 controls as `<U+009B>`) and carriage returns dropped, so that nothing from the model,
+/// a command or a file can move the cursor, clear the screen, set the title or write the
+/// clipboard.
+pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\r' => {}
+            '\u{7f}' => out.push_str("^?"),
+            c if (c as u32) < 0x20 => {
+                out.push('^');
+                out.push(char::from(b'@' + c as u8));
+            }
+            c if c.is_control() => out.push_str(&format!("<U+{:04X}>", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// At most `max` characters of the first line of `text`, with `…` when cut, made
+/// [`safe`] for the terminal.
 pub fn clip(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or("");
     let cut = line.chars().count() > max || text.lines().nth(1).is_some();
+    let line = safe(line);
     let mut out: String = line.chars().take(max).collect();
     if cut {
         out.push('…');

@@ -3,14 +3,11 @@
 //! The environment is read through a closure, so this module itself reads no process
 //! state; it never starts a session and never prints.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use agentloop::llm::Client;
-use agentloop::llm::anthropic::Anthropic;
-use agentloop::llm::gemini::Gemini;
-use agentloop::llm::openai::OpenAi;
-use agentloop::llm::openai_chat::OpenAiChat;
 use agentloop::profiles::{self, ProviderProfile};
+use agentloop::session::transcript::Transcript;
 
 use crate::args::{Options, ProfileName, ProviderName, UsageError};
 use crate::demo::Demo;
@@ -22,6 +19,11 @@ const BY_KEY: &[(ProviderName, &[&str])] = &[
     (ProviderName::Gemini, &["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
 ];
 
+/// What the user can do when no provider is configured.
+pub const HOW_TO_CONFIGURE: &str = "set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY \
+     (or GOOGLE_API_KEY), or use `--provider openai-chat --base-url URL` for an \
+     OpenAI-compatible server; run `agent` without a prompt for the offline demo";
+
 /// Everything `main` needs to start the session.
 pub struct Setup {
     pub client: Client,
@@ -30,6 +32,10 @@ pub struct Setup {
     pub demo: Option<Demo>,
     /// Where the agent works.
     pub cwd: PathBuf,
+    /// Where requests go, when not to the provider's usual address (for the header line).
+    pub endpoint: Option<String>,
+    /// A note for stderr (e.g. the directory a resumed session continues in).
+    pub notes: Vec<String>,
     /// The demo's temporary directory, removed when this is dropped.
     _temp: Option<tempfile::TempDir>,
 }
@@ -46,11 +52,154 @@ fn first_var(var: &dyn Fn(&str) -> Option<String>, names: &[&str]) -> Option<Str
         .find(|v| !v.trim().is_empty())
 }
 
+/// Whether `url` names OpenAI's own API host.
+fn is_openai_host(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let host = rest.split(['/', ':', '?', '#']).next().unwrap_or("");
+    host.eq_ignore_ascii_case("api.openai.com")
+}
+
+/// The variables the library's [`Client::from_vars_for`] reads, as the command line and
+/// the environment set them for `provider`: `--base-url` stands for the provider's base URL
+/// variable, and `OPENAI_API_KEY` is only passed on to OpenAI's own host unless the user
+/// asked for it (`OPENAI_COMPATIBLE_API_KEY` or `--send-openai-key`).
+fn provider_vars(
+    provider: ProviderName,
+    options: &Options,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(&'static str, String)>, UsageError> {
+    let mut vars: Vec<(&'static str, String)> = Vec::new();
+    let mut set = |name: &'static str, value: Option<String>| {
+        if let Some(value) = value {
+            vars.push((name, value));
+        }
+    };
+    match provider {
+        ProviderName::Anthropic => {
+            set("ANTHROPIC_API_KEY", first_var(var, &["ANTHROPIC_API_KEY"]));
+            let url = options.base_url.clone();
+            set(
+                "ANTHROPIC_BASE_URL",
+                url.or_else(|| first_var(var, &["ANTHROPIC_BASE_URL"])),
+            );
+        }
+        ProviderName::Gemini => {
+            let key = first_var(var, &["GEMINI_API_KEY", "GOOGLE_API_KEY"]);
+            set("GEMINI_API_KEY", key);
+            let url = options
+                .base_url
+                .clone()
+                .or_else(|| first_var(var, &["GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"]));
+            set("GEMINI_BASE_URL", url);
+        }
+        ProviderName::OpenAi => {
+            set("OPENAI_ORG_ID", first_var(var, &["OPENAI_ORG_ID"]));
+            set("OPENAI_PROJECT_ID", first_var(var, &["OPENAI_PROJECT_ID"]));
+            match &options.base_url {
+                Some(url) if !is_openai_host(url) => {
+                    let key = first_var(var, &["OPENAI_COMPATIBLE_API_KEY"])
+                        .or_else(|| openai_key_if_asked(options, var));
+                    let Some(key) = key else {
+                        return Err(usage(format!(
+                            "--base-url {url} is not OpenAI's API, so OPENAI_API_KEY is not \
+                             sent there: set OPENAI_COMPATIBLE_API_KEY to that server's key \
+                             (any value for a server that needs none), or pass \
+                             --send-openai-key to send OPENAI_API_KEY to it"
+                        )));
+                    };
+                    set("OPENAI_API_KEY", Some(key));
+                    set("OPENAI_BASE_URL", Some(url.clone()));
+                }
+                url => {
+                    set("OPENAI_API_KEY", first_var(var, &["OPENAI_API_KEY"]));
+                    let url = url.clone().or_else(|| first_var(var, &["OPENAI_BASE_URL"]));
+                    set("OPENAI_BASE_URL", url);
+                }
+            }
+        }
+        ProviderName::OpenAiChat => {
+            // The server: --base-url, else the variables, else OpenAI itself.
+            let (url, paired) = match &options.base_url {
+                Some(url) => (url.clone(), false),
+                None => match first_var(var, &["OPENAI_COMPATIBLE_BASE_URL"]) {
+                    Some(url) => (url, false),
+                    None => match first_var(var, &["OPENAI_BASE_URL"]) {
+                        // The user's own OPENAI_BASE_URL goes with their OPENAI_API_KEY.
+                        Some(url) => (url, true),
+                        None => ("https://api.openai.com/v1".to_string(), true),
+                    },
+                },
+            };
+            let key = match first_var(var, &["OPENAI_COMPATIBLE_API_KEY"]) {
+                Some(key) => Some(key),
+                None if paired || is_openai_host(&url) => first_var(var, &["OPENAI_API_KEY"]),
+                None => openai_key_if_asked(options, var),
+            };
+            if key.is_none() && is_openai_host(&url) {
+                return Err(usage(
+                    "--provider openai-chat talks to OpenAI without a --base-url, and needs \
+                     OPENAI_API_KEY; for another server give --base-url (a server that needs a \
+                     key takes OPENAI_COMPATIBLE_API_KEY)",
+                ));
+            }
+            set("OPENAI_COMPATIBLE_API_KEY", key);
+            set("OPENAI_COMPATIBLE_BASE_URL", Some(url));
+        }
+        ProviderName::Demo => {}
+    }
+    Ok(vars)
+}
+
+/// `OPENAI_API_KEY` when `--send-openai-key` asks for it to go to a non-OpenAI host.
+fn openai_key_if_asked(options: &Options, var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    if options.send_openai_key {
+        first_var(var, &["OPENAI_API_KEY"])
+    } else {
+        None
+    }
+}
+
+/// Checks `--transcript` and `--resume` before anything starts; returns the resumed
+/// session's recorded working directory.
+fn check_transcripts(options: &Options) -> Result<Option<PathBuf>, UsageError> {
+    if let Some(path) = &options.transcript {
+        let continuing = options.resume.as_ref() == Some(path);
+        if path.exists() && !continuing {
+            return Err(usage(format!(
+                "--transcript {0}: the file already exists (a transcript is always a new \
+                 file); choose another path, or continue that session with --resume {0}",
+                path.display()
+            )));
+        }
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        if let Some(parent) = parent {
+            if !parent.is_dir() {
+                return Err(usage(format!(
+                    "--transcript {}: the directory {} does not exist",
+                    path.display(),
+                    parent.display()
+                )));
+            }
+        }
+    }
+    let Some(path) = &options.resume else {
+        return Ok(None);
+    };
+    let transcript = Transcript::read(path).map_err(|err| {
+        usage(format!(
+            "--resume {}: {err} (--resume takes a transcript written by --transcript)",
+            path.display()
+        ))
+    })?;
+    Ok(Some(PathBuf::from(&transcript.header().working_directory)))
+}
+
 /// Picks the provider, model, profile and directory.
 pub fn resolve(
     options: &Options,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Setup, UsageError> {
+    let recorded_dir = check_transcripts(options)?;
     let provider = match options.provider {
         Some(provider) => provider,
         None => BY_KEY
@@ -58,6 +207,11 @@ pub fn resolve(
             .find(|(_, names)| first_var(var, names).is_some())
             .map_or(ProviderName::Demo, |(provider, _)| *provider),
     };
+    if provider == ProviderName::Demo && options.provider.is_none() && options.prompt.is_some() {
+        return Err(usage(format!(
+            "no provider is configured, so your prompt was not sent: {HOW_TO_CONFIGURE}"
+        )));
+    }
     if provider == ProviderName::Demo && options.base_url.is_some() {
         let why = if options.provider.is_some() {
             "the demo provider talks to no server"
@@ -69,6 +223,9 @@ pub fn resolve(
              OpenAI-compatible server, or another --provider with its key"
         )));
     }
+    if let Some(url) = &options.base_url {
+        agentloop::llm::check_base_url(url).map_err(|e| usage(format!("--base-url: {e}")))?;
+    }
     let profile_name = options.profile.unwrap_or(match provider {
         ProviderName::OpenAi | ProviderName::OpenAiChat => ProfileName::OpenAi,
         ProviderName::Gemini => ProfileName::Gemini,
@@ -78,95 +235,105 @@ pub fn resolve(
         .model
         .clone()
         .unwrap_or_else(|| default_model(provider).to_string());
-    let base_url = options.base_url.clone().or_else(|| match provider {
-        ProviderName::Anthropic => first_var(var, &["ANTHROPIC_BASE_URL"]),
-        ProviderName::OpenAi | ProviderName::OpenAiChat => first_var(var, &["OPENAI_BASE_URL"]),
-        ProviderName::Gemini => first_var(var, &["GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL"]),
-        ProviderName::Demo => None,
-    });
-    let key = |names: &[&str]| {
-        first_var(var, names).ok_or_else(|| {
-            usage(format!(
-                "--provider {} needs {} in the environment",
-                provider.as_str(),
-                names.join(" or ")
-            ))
-        })
-    };
 
     let mut demo = None;
-    let (client, provider_id) = match provider {
-        ProviderName::Anthropic => {
-            let mut p = Anthropic::new(key(&["ANTHROPIC_API_KEY"])?);
-            if let Some(url) = &base_url {
-                p = p.with_base_url(url);
-            }
-            (Client::new().with_provider(p), "anthropic")
-        }
-        ProviderName::OpenAi => {
-            let mut p = OpenAi::new(key(&["OPENAI_API_KEY"])?);
-            if let Some(url) = &base_url {
-                p = p.with_base_url(url);
-            }
-            (Client::new().with_provider(p), "openai")
-        }
-        ProviderName::OpenAiChat => {
-            let mut p = match &base_url {
-                Some(url) => OpenAiChat::compatible(url),
-                None => OpenAiChat::compatible("https://api.openai.com/v1"),
+    let mut endpoint = None;
+    let client = if provider == ProviderName::Demo {
+        let d = Demo::new();
+        let client = Client::new().with_provider(d.model.clone());
+        demo = Some(d);
+        client
+    } else {
+        let vars = provider_vars(provider, options, var)?;
+        endpoint = vars
+            .iter()
+            .find(|(name, _)| name.ends_with("_BASE_URL"))
+            .map(|(_, url)| url.clone());
+        let id = match provider {
+            ProviderName::Anthropic => "anthropic",
+            ProviderName::OpenAi => "openai",
+            ProviderName::Gemini => "gemini",
+            _ => "openai-chat",
+        };
+        // One implementation of "variables to a provider": the library's.
+        Client::from_vars_for(id, |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
+        })
+        .map_err(|err| {
+            let names: &[&str] = match provider {
+                ProviderName::Anthropic => &["ANTHROPIC_API_KEY"],
+                ProviderName::OpenAi => &["OPENAI_API_KEY"],
+                ProviderName::Gemini => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+                _ => &[],
             };
-            match first_var(var, &["OPENAI_API_KEY"]) {
-                Some(k) => p = p.with_api_key(k),
-                None if p.is_local() => {}
-                None => {
-                    return Err(usage(
-                        "--provider openai-chat needs OPENAI_API_KEY in the environment, or a \
-                         --base-url on this machine (a local server needs no key)",
-                    ));
-                }
+            if names.is_empty() || first_var(var, names).is_some() {
+                usage(err.to_string())
+            } else {
+                usage(format!(
+                    "--provider {} needs {} in the environment",
+                    provider.as_str(),
+                    names.join(" or ")
+                ))
             }
-            (Client::new().with_provider(p), "openai-chat")
-        }
-        ProviderName::Gemini => {
-            let mut p = Gemini::new(key(&["GEMINI_API_KEY", "GOOGLE_API_KEY"])?);
-            if let Some(url) = &base_url {
-                p = p.with_base_url(url);
-            }
-            (Client::new().with_provider(p), "gemini")
-        }
-        ProviderName::Demo => {
-            let d = Demo::new();
-            let client = Client::new().with_provider(d.model.clone());
-            demo = Some(d);
-            (client, "scripted")
-        }
+        })?
     };
+    let provider_id = client.provider_ids()[0].to_string();
 
     // Any profile works over any wire format: route it to the provider built above.
-    let mut profile = profile_for(profile_name, &model).with_provider_id(provider_id);
-    if provider_id != "openai" {
+    let mut profile = profile_for(profile_name, &model).with_provider_id(&provider_id);
+    if provider != ProviderName::OpenAi {
         // Only the Responses API has freeform tools; elsewhere `apply_patch` is a function.
         profile = profile.without_freeform_tools();
     }
 
-    let (cwd, temp) = match (&options.cwd, provider) {
-        (Some(dir), _) => {
+    let mut notes = Vec::new();
+    let (cwd, temp) = match (&options.cwd, provider, &recorded_dir) {
+        (Some(dir), _, _) => {
             let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
             if !dir.is_dir() {
                 return Err(usage(format!("--cwd {} is not a directory", dir.display())));
             }
+            if let Some(recorded) = recorded_dir.as_deref().filter(|r| !same_dir(r, &dir)) {
+                notes.push(format!(
+                    "warning: the resumed session was recorded in {}; it continues in {} \
+                     (--cwd)",
+                    recorded.display(),
+                    dir.display()
+                ));
+            }
             (dir, None)
         }
-        (None, ProviderName::Demo) => {
+        (None, _, Some(recorded)) if recorded.is_dir() => {
+            let here = std::env::current_dir().unwrap_or_default();
+            if !same_dir(recorded, &here) {
+                notes.push(format!(
+                    "continuing in {}, where the session was recorded (--cwd chooses another \
+                     directory)",
+                    recorded.display()
+                ));
+            }
+            (recorded.clone(), None)
+        }
+        (None, ProviderName::Demo, _) => {
             let temp = tempfile::Builder::new()
                 .prefix("agentloop-demo-")
                 .tempdir()
                 .map_err(|e| usage(format!("cannot create a temporary directory: {e}")))?;
             (temp.path().to_path_buf(), Some(temp))
         }
-        (None, _) => {
+        (None, _, recorded) => {
             let dir = std::env::current_dir()
                 .map_err(|e| usage(format!("the current directory is unusable: {e}")))?;
+            if let Some(recorded) = recorded {
+                notes.push(format!(
+                    "warning: the resumed session was recorded in {}, which no longer exists; \
+                     it continues in {}",
+                    recorded.display(),
+                    dir.display()
+                ));
+            }
             (dir, None)
         }
     };
@@ -175,8 +342,18 @@ pub fn resolve(
         profile,
         demo,
         cwd,
+        endpoint,
+        notes,
         _temp: temp,
     })
+}
+
+/// Whether two paths name the same directory.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 /// The model used when `--model` is absent.

@@ -1,6 +1,6 @@
-//! Ctrl-C for the `agent` example: a SIGINT handler that only writes one byte to a
-//! self-pipe, a named watcher thread that turns each press into the CLI's reaction, and a
-//! line reader that a press wakes up.
+//! Signals for the `agent` example: SIGINT (Ctrl-C), SIGTERM and SIGHUP handlers that only
+//! write one byte to a self-pipe, a named watcher thread that turns each into the CLI's
+//! reaction, and a line reader that a signal wakes up.
 //!
 //! The handler does nothing but `write(2)` (async-signal-safe); everything else happens on
 //! the watcher thread. This module never kills a process and never exits the program: the
@@ -15,20 +15,43 @@ use std::thread::JoinHandle;
 static SELF_PIPE: AtomicI32 = AtomicI32::new(-1);
 
 const PRESS: u8 = b'i';
+const TERM: u8 = b't';
+const HANGUP: u8 = b'h';
 const QUIT: u8 = b'q';
 
-extern "C" fn on_sigint(_signal: libc::c_int) {
+/// The signals handled, with their byte on the self-pipe.
+const HANDLED: [(libc::c_int, u8); 3] = [
+    (libc::SIGINT, PRESS),
+    (libc::SIGTERM, TERM),
+    (libc::SIGHUP, HANGUP),
+];
+
+/// A signal the watcher reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT: Ctrl-C.
+    Interrupt,
+    /// SIGTERM or SIGHUP (the number): end like an abort.
+    Terminate(i32),
+}
+
+extern "C" fn handle_signal(signal: libc::c_int) {
     let fd = SELF_PIPE.load(Ordering::Relaxed);
     if fd < 0 {
         return;
     }
+    let byte = match signal {
+        libc::SIGTERM => &TERM,
+        libc::SIGHUP => &HANGUP,
+        _ => &PRESS,
+    };
     // SAFETY: errno is thread-local; saving and restoring it keeps the interrupted code's
     // errno intact. write(2) is async-signal-safe, the fd is non-blocking (a full pipe
     // drops the byte instead of blocking) and the buffer outlives the call.
     unsafe {
         let errno = libc::__errno_location();
         let saved = *errno;
-        libc::write(fd, (&PRESS as *const u8).cast(), 1);
+        libc::write(fd, (byte as *const u8).cast(), 1);
         *errno = saved;
     }
 }
@@ -67,8 +90,8 @@ fn close(fd: RawFd) {
     }
 }
 
-/// The installed handler. Dropping it restores the default SIGINT action, stops and joins
-/// the watcher thread and closes the pipes.
+/// The installed handlers. Dropping them restores the default actions, stops and joins the
+/// watcher thread and closes the pipes.
 pub struct CtrlC {
     self_read: RawFd,
     self_write: RawFd,
@@ -78,17 +101,15 @@ pub struct CtrlC {
 }
 
 impl CtrlC {
-    /// Installs the handler; `on_press(n)` runs on the watcher thread for the n-th press
-    /// (1-based, counted over the whole run). Every press also wakes a [`LineReader`]
-    /// waiting through [`wake_fd`](Self::wake_fd).
-    pub fn install(on_press: impl Fn(usize) + Send + 'static) -> io::Result<CtrlC> {
+    /// Installs the handlers; `on_signal` runs on the watcher thread for each signal. Every
+    /// signal also wakes a [`LineReader`] waiting through [`wake_fd`](Self::wake_fd).
+    pub fn install(on_signal: impl Fn(Signal) + Send + 'static) -> io::Result<CtrlC> {
         let (self_read, self_write) = pipe(false, true)?;
         let (wake_read, wake_write) = pipe(true, true)?;
         SELF_PIPE.store(self_write, Ordering::SeqCst);
         let watcher = std::thread::Builder::new()
             .name("agent-ctrl-c".to_string())
             .spawn(move || {
-                let mut presses = 0;
                 let mut buf = [0u8; 64];
                 loop {
                     // SAFETY: reading into a live buffer of the given length.
@@ -103,11 +124,13 @@ impl CtrlC {
                         return;
                     }
                     for &byte in &buf[..n as usize] {
-                        if byte == QUIT {
-                            return;
-                        }
-                        presses += 1;
-                        on_press(presses);
+                        let signal = match byte {
+                            QUIT => return,
+                            TERM => Signal::Terminate(libc::SIGTERM),
+                            HANGUP => Signal::Terminate(libc::SIGHUP),
+                            _ => Signal::Interrupt,
+                        };
+                        on_signal(signal);
                         write_byte(wake_write, PRESS);
                     }
                 }
@@ -124,11 +147,13 @@ impl CtrlC {
         // blocking calls elsewhere from failing with EINTR.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
+            action.sa_sigaction = handle_signal as *const () as libc::sighandler_t;
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut()) != 0 {
-                return Err(io::Error::last_os_error());
+            for (signal, _) in HANDLED {
+                if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
             }
         }
         Ok(ctrl_c)
@@ -145,12 +170,31 @@ impl CtrlC {
     }
 }
 
-/// Restores the default SIGINT action: the next Ctrl-C ends the program at once.
+/// Restores the default actions: the next Ctrl-C, SIGTERM or SIGHUP ends the program at
+/// once.
 pub fn restore_default() {
-    // SAFETY: SIG_DFL is always a valid disposition for SIGINT.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_DFL);
+    for (signal, _) in HANDLED {
+        // SAFETY: SIG_DFL is always a valid disposition for these signals.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+        }
     }
+}
+
+/// Ends the program the default way for `signal` (for a signal that arrives before there
+/// is anything to clean up): restores the default action and raises it again.
+pub fn die_by(signal: Signal) -> ! {
+    let number = match signal {
+        Signal::Interrupt => libc::SIGINT,
+        Signal::Terminate(number) => number,
+    };
+    restore_default();
+    // SAFETY: sending a signal with its default (terminating) action to this process.
+    unsafe {
+        libc::kill(libc::getpid(), number);
+    }
+    // Unreachable in practice; if the signal is blocked, exit with its conventional status.
+    std::process::exit(128 + number)
 }
 
 impl Drop for CtrlC {

@@ -78,10 +78,12 @@ fn peak_rss_kib() -> Option<u64> {
 
 pub fn run() -> Vec<Row> {
     let dir = std::env::temp_dir();
-    let env = LocalExecutionEnvironment::new(&dir).with_base_env(BTreeMap::from([(
-        "PATH".to_string(),
-        "/usr/local/bin:/usr/bin:/bin".to_string(),
-    )]));
+    let env = LocalExecutionEnvironment::new(&dir)
+        .unwrap()
+        .with_base_env(BTreeMap::from([(
+            "PATH".to_string(),
+            "/usr/local/bin:/usr/bin:/bin".to_string(),
+        )]));
     let mut rows = Vec::new();
 
     let (d, _) = timed(&env, "true", Duration::from_secs(10), 50);

@@ -163,7 +163,7 @@ pub fn run() -> Vec<Row> {
         bytes as f64 / 1e6,
         start.elapsed().as_secs_f64()
     );
-    let env = LocalExecutionEnvironment::new(dir.path());
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
     let rg_installed = has_ripgrep(dir.path());
     let mut rows = vec![row(
         "tree: files / MB",
@@ -218,7 +218,7 @@ pub fn run() -> Vec<Row> {
 }
 
 fn has_ripgrep(dir: &Path) -> bool {
-    let env = LocalExecutionEnvironment::new(dir);
+    let env = LocalExecutionEnvironment::new(dir).unwrap();
     let mut options = GrepOptions::default();
     options.backend = GrepBackend::Ripgrep;
     env.grep("x", Path::new("."), &options).is_ok()

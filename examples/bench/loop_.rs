@@ -95,7 +95,7 @@ pub(crate) fn noop_tool() -> RegisteredTool {
 
 fn env() -> (tempfile::TempDir, Arc<dyn ExecutionEnvironment>) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     (dir, env)
 }
 
@@ -291,7 +291,8 @@ fn rss_bytes() -> u64 {
 
 fn idle_memory() -> Vec<Row> {
     let make = |dir: &std::path::Path| {
-        let env: Arc<dyn ExecutionEnvironment> = Arc::new(LocalExecutionEnvironment::new(dir));
+        let env: Arc<dyn ExecutionEnvironment> =
+            Arc::new(LocalExecutionEnvironment::new(dir).unwrap());
         let client = Client::new().with_provider(ScriptedModel::new(vec![]));
         let profile = ProviderProfile::new("scripted", "bench-model")
             .with_base_instructions("You are a benchmark agent.")

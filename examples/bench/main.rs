@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+mod compaction;
 mod e2e;
 mod exec;
 mod grep;
@@ -62,6 +63,7 @@ const SECTIONS: &[Section] = &[
     ("e2e", e2e::run),
     ("size", size::run),
     ("transcript", transcript::run),
+    ("compaction", compaction::run),
     ("mcp", mcp::run),
     ("remote", remote::run),
 ];

@@ -80,7 +80,7 @@ pub fn run() -> Vec<Row> {
             "",
         )];
     }
-    let env = LocalExecutionEnvironment::new(std::env::temp_dir());
+    let env = LocalExecutionEnvironment::new(std::env::temp_dir()).expect("the temp dir");
     let cancel = CancelToken::new();
     let ctx = ToolContext::new(&env, "bench", &cancel);
     let call = ToolCall::new("c", "mcp__everything__echo", json!({"message": "ping"}));

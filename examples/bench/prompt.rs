@@ -89,7 +89,7 @@ fn tools() -> Vec<ToolDefinition> {
 
 pub fn run() -> Vec<Row> {
     let (_temp, working_dir) = repository();
-    let env = LocalExecutionEnvironment::new(&working_dir);
+    let env = LocalExecutionEnvironment::new(&working_dir).unwrap();
     let row = |name: String, value: String, target: &str| Row {
         section: "prompt",
         name,

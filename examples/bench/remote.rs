@@ -114,7 +114,7 @@ pub fn run() -> Vec<Row> {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut rows = Vec::new();
 
-    let local = LocalExecutionEnvironment::new(dir.path());
+    let local = LocalExecutionEnvironment::new(dir.path()).expect("the bench dir");
     let remote = RemoteExecutionEnvironment::connect(direct(&server), Some(dir.path()))
         .expect("the exec-server answers");
     let (local_stat, stat, local_exec, exec) = per_call(&local, &remote);
@@ -155,7 +155,7 @@ fn over_ssh(server: &Path, dir: &Path) -> Vec<Row> {
     let connect_started = Instant::now();
     let remote = RemoteExecutionEnvironment::connect(transport, Some(dir)).expect("ssh connects");
     let connect = connect_started.elapsed();
-    let local = LocalExecutionEnvironment::new(dir);
+    let local = LocalExecutionEnvironment::new(dir).expect("the bench dir");
     let (_, stat, _, exec) = per_call(&local, &remote);
     let fresh = timed(10, || {
         let status = Command::new("ssh")

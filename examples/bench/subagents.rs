@@ -46,7 +46,7 @@ fn session(server: &Server, dir: &std::path::Path) -> (Session, Events) {
             .with_base_url(server.url())
             .with_http_options(HttpOptions::default().with_env_proxy(false)),
     );
-    let env = Arc::new(LocalExecutionEnvironment::new(dir));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir).unwrap());
     let session = Session::new(
         profiles::anthropic("claude-sonnet-4-5"),
         env,

@@ -70,7 +70,7 @@ fn run_tool(tool: RegisteredTool, env: &LocalExecutionEnvironment, call: &ToolCa
 pub fn run() -> Vec<Row> {
     let mut rows = Vec::new();
     let dir = tempfile::tempdir().expect("temp dir");
-    let env = LocalExecutionEnvironment::new(dir.path());
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
 
     // apply_patch: pure engine, then the tool end to end (read, plan, atomic write).
     let (original, patch) = big_patch_case();

@@ -85,7 +85,7 @@ fn session_run(
         .with_tool(tools::write_file())
         .with_tool(tools::edit_file())
         .with_tool(tools::shell());
-    let env: Arc<dyn ExecutionEnvironment> = Arc::new(LocalExecutionEnvironment::new(dir));
+    let env: Arc<dyn ExecutionEnvironment> = Arc::new(LocalExecutionEnvironment::new(dir).unwrap());
     let session = Session::new(profile, env, client, config).expect("session");
     let start = Instant::now();
     let outcome = session.run("go").expect("run");

@@ -47,7 +47,7 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// use std::path::Path;
 ///
 /// let dir = tempfile::tempdir()?;
-/// let env = LocalExecutionEnvironment::new(dir.path());
+/// let env = LocalExecutionEnvironment::new(dir.path())?;
 /// env.write_file(Path::new("notes/todo.txt"), b"one\ntwo\nthree\n")?;
 /// let content = env.read_file(Path::new("notes/todo.txt"), Some(2), Some(1))?;
 /// assert_eq!(content.text, "two\n");
@@ -63,7 +63,7 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// use std::time::Duration;
 ///
 /// let dir = tempfile::tempdir()?;
-/// let env = LocalExecutionEnvironment::new(dir.path());
+/// let env = LocalExecutionEnvironment::new(dir.path())?;
 /// let request = CommandRequest::new("echo hello; sleep 30", Duration::from_millis(300));
 /// let result = env.exec_command(&request, &|_, _| {}, &CancelToken::new())?;
 /// assert_eq!(result.stdout, "hello\n");
@@ -99,22 +99,54 @@ impl LocalExecutionEnvironment {
     /// if relative), whose commands inherit a copy of the current process environment
     /// taken now, filtered by the default [`EnvPolicy`]. Variables whose name or value is
     /// not UTF-8 are not inherited.
-    pub fn new(working_dir: impl Into<PathBuf>) -> LocalExecutionEnvironment {
+    ///
+    /// Fails when `working_dir` does not exist ([`io::ErrorKind::NotFound`]) or is not a
+    /// directory ([`io::ErrorKind::NotADirectory`]), with a message naming it: every
+    /// command would fail there, so the mistake is reported once, here.
+    ///
+    /// ```
+    /// use agentloop::exec::LocalExecutionEnvironment;
+    /// let err = LocalExecutionEnvironment::new("/no/such/directory").unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    /// assert!(err.to_string().contains("/no/such/directory"));
+    /// ```
+    pub fn new(working_dir: impl Into<PathBuf>) -> io::Result<LocalExecutionEnvironment> {
         let working_dir = working_dir.into();
         let working_dir = std::path::absolute(&working_dir).unwrap_or(working_dir);
+        match std::fs::metadata(&working_dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    format!(
+                        "the working directory {} is not a directory",
+                        working_dir.display()
+                    ),
+                ));
+            }
+            Err(err) => {
+                return Err(io::Error::new(
+                    err.kind(),
+                    format!(
+                        "the working directory {} cannot be used: {err}",
+                        working_dir.display()
+                    ),
+                ));
+            }
+        }
         let base_env: BTreeMap<String, String> = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
         let policy = EnvPolicy::default();
         let command_env = env::filter(&base_env, &policy);
-        LocalExecutionEnvironment {
+        Ok(LocalExecutionEnvironment {
             working_dir,
             base_env,
             policy,
             command_env,
             kill_grace: DEFAULT_KILL_GRACE,
             max_timeout: DEFAULT_MAX_TIMEOUT,
-        }
+        })
     }
 
     /// Replaces the base environment commands inherit (filtered by the policy): how a host

@@ -344,7 +344,7 @@ pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 /// }
 ///
 /// let dir = tempfile::tempdir()?;
-/// let env = NoPush(LocalExecutionEnvironment::new(dir.path()));
+/// let env = NoPush(LocalExecutionEnvironment::new(dir.path())?);
 /// let cancel = CancelToken::new();
 /// let push = CommandRequest::new("git push origin main", Duration::from_secs(10));
 /// let err = env.exec_command(&push, &|_, _| {}, &cancel).unwrap_err();

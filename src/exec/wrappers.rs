@@ -27,9 +27,10 @@ use crate::cancel::CancelToken;
 /// use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment, ReadOnlyExecutionEnvironment};
 /// use std::path::Path;
 ///
-/// let env = ReadOnlyExecutionEnvironment::new(LocalExecutionEnvironment::new(std::env::temp_dir()));
+/// let env = ReadOnlyExecutionEnvironment::new(LocalExecutionEnvironment::new(std::env::temp_dir())?);
 /// let err = env.write_file(Path::new("x.txt"), b"x").unwrap_err();
 /// assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+/// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct ReadOnlyExecutionEnvironment<E> {
     inner: E,
@@ -96,11 +97,12 @@ pub type LogSink = Box<dyn Fn(&str) + Send + Sync>;
 /// let lines = Arc::new(Mutex::new(Vec::new()));
 /// let sink = Arc::clone(&lines);
 /// let env = LoggingExecutionEnvironment::new(
-///     LocalExecutionEnvironment::new(std::env::temp_dir()),
+///     LocalExecutionEnvironment::new(std::env::temp_dir())?,
 ///     move |line: &str| sink.lock().unwrap().push(line.to_string()),
 /// );
 /// env.file_exists(Path::new("surely-not-here.txt"));
 /// assert_eq!(lines.lock().unwrap()[0], "file_exists: surely-not-here.txt -> false");
+/// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct LoggingExecutionEnvironment<E> {
     inner: E,

@@ -238,11 +238,26 @@ impl Client {
             .provider
             .as_deref()
             .or(self.default_provider.as_deref())
-            .ok_or_else(|| Error::new(ErrorKind::Configuration, "no provider is registered"))?;
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Configuration,
+                    "no provider is registered: add one with `Client::with_provider`, or \
+                     build the client with `Client::from_env`",
+                )
+            })?;
         self.providers.get(id).ok_or_else(|| {
+            let registered = match self.provider_ids() {
+                ids if ids.is_empty() => "none is registered".to_string(),
+                ids => format!("registered: {}", ids.join(", ")),
+            };
             Error::new(
                 ErrorKind::Configuration,
-                format!("no provider is registered under `{id}`"),
+                format!(
+                    "no provider is registered under `{id}` ({registered}); register one \
+                     with that id (`Client::with_provider`, or set its key for \
+                     `Client::from_env`), or route the profile to a registered one with \
+                     `ProviderProfile::with_provider_id`"
+                ),
             )
         })
     }
@@ -270,45 +285,16 @@ impl Client {
 
     /// Like [`from_env`](Self::from_env), reading variables through `var` instead of the
     /// process environment (for tests, or hosts that keep their settings elsewhere).
+    ///
+    /// A base URL variable that is set must be a valid `http://` or `https://` URL: a
+    /// missing scheme, whitespace or another malformed URL is an [`ErrorKind::Configuration`]
+    /// error naming the variable, the URL and the likely fix.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Client> {
-        let get = |name: &str| var(name).filter(|v| !v.trim().is_empty());
         let mut client = Client::new();
-        if let Some(key) = get("ANTHROPIC_API_KEY") {
-            let mut provider = crate::llm::anthropic::Anthropic::new(key);
-            if let Some(url) = get("ANTHROPIC_BASE_URL") {
-                provider = provider.with_base_url(url);
+        for id in ENV_PROVIDERS {
+            if let Some(provider) = env_provider(id, &var)? {
+                client.register(provider);
             }
-            client.register(Arc::new(provider));
-        }
-        if let Some(key) = get("OPENAI_API_KEY") {
-            let mut provider = crate::llm::openai::OpenAi::new(key);
-            if let Some(url) = get("OPENAI_BASE_URL") {
-                provider = provider.with_base_url(url);
-            }
-            if let Some(organization) = get("OPENAI_ORG_ID") {
-                provider = provider.with_organization(organization);
-            }
-            if let Some(project) = get("OPENAI_PROJECT_ID") {
-                provider = provider.with_project(project);
-            }
-            client.register(Arc::new(provider));
-        }
-        if let Some(key) = get("GEMINI_API_KEY").or_else(|| get("GOOGLE_API_KEY")) {
-            let mut provider = crate::llm::gemini::Gemini::new(key);
-            if let Some(url) = get("GEMINI_BASE_URL").or_else(|| get("GOOGLE_GEMINI_BASE_URL")) {
-                provider = provider.with_base_url(url);
-            }
-            client.register(Arc::new(provider));
-        }
-        if let Some(url) = get("OPENAI_COMPATIBLE_BASE_URL") {
-            let mut provider = crate::llm::openai_chat::OpenAiChat::compatible(url);
-            if let Some(key) = get("OPENAI_COMPATIBLE_API_KEY") {
-                provider = provider.with_api_key(key);
-            }
-            if let Some(id) = get("OPENAI_COMPATIBLE_ID") {
-                provider = provider.with_id(id);
-            }
-            client.register(Arc::new(provider));
         }
         if client.providers.is_empty() {
             return Err(Error::new(
@@ -318,6 +304,49 @@ impl Client {
             ));
         }
         Ok(client)
+    }
+
+    /// A client with the one provider `id` (`anthropic`, `openai`, `gemini` or
+    /// `openai-chat`), configured from the variables of the table in
+    /// [`from_env`](Self::from_env) read through `var` — the same rules as
+    /// [`from_vars`](Self::from_vars), for a host (like the `agent` CLI) that lets its user
+    /// choose the provider.
+    ///
+    /// Fails with [`ErrorKind::Configuration`] naming the variables to set when the
+    /// provider's key (for `openai-chat`, its base URL) is missing, when a base URL is
+    /// malformed, or when `id` is not one of the four.
+    pub fn from_vars_for(id: &str, var: impl Fn(&str) -> Option<String>) -> Result<Client> {
+        if !ENV_PROVIDERS.contains(&id) {
+            return Err(Error::new(
+                ErrorKind::Configuration,
+                format!(
+                    "`{id}` is not a provider configured from variables; use one of {}",
+                    ENV_PROVIDERS.join(", ")
+                ),
+            ));
+        }
+        match env_provider(id, &var)? {
+            Some(provider) => Ok(Client::new().with_provider_arc(provider)),
+            None => Err(Error::new(
+                ErrorKind::Configuration,
+                format!(
+                    "provider `{id}` is not configured: set {}",
+                    required_vars(id)
+                ),
+            )),
+        }
+    }
+
+    /// Registers an already shared provider (see [`register`](Self::register)).
+    fn with_provider_arc(mut self, provider: Arc<dyn Provider>) -> Client {
+        self.register(provider);
+        self
+    }
+
+    /// The provider for requests that name none: the first registered, unless
+    /// [`with_default_provider`](Self::with_default_provider) chose another.
+    pub fn default_provider_id(&self) -> Option<&str> {
+        self.default_provider.as_deref()
     }
 
     /// The ids of the registered providers, sorted.
@@ -392,6 +421,91 @@ impl Client {
     ) -> Result<Response> {
         self.stream_with_cancel(request, cancel)?.into_response()
     }
+}
+
+/// The providers [`Client::from_vars`] knows, in its registration order.
+const ENV_PROVIDERS: &[&str] = &["anthropic", "openai", "gemini", "openai-chat"];
+
+/// What must be set for `id` (for error messages).
+fn required_vars(id: &str) -> &'static str {
+    match id {
+        "anthropic" => "ANTHROPIC_API_KEY",
+        "openai" => "OPENAI_API_KEY",
+        "gemini" => "GEMINI_API_KEY or GOOGLE_API_KEY",
+        _ => "OPENAI_COMPATIBLE_BASE_URL (and OPENAI_COMPATIBLE_API_KEY if the server needs a key)",
+    }
+}
+
+/// The provider `id` configured from `var`, `None` when its key (or, for `openai-chat`,
+/// its base URL) is not set. The one implementation behind [`Client::from_vars`] and
+/// [`Client::from_vars_for`].
+fn env_provider(
+    id: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Arc<dyn Provider>>> {
+    let get = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+    // The first of `names` that is set, checked as a base URL.
+    let url = |names: &[&str]| -> Result<Option<String>> {
+        for name in names {
+            if let Some(url) = get(name) {
+                crate::llm::base_url::check_variable(name, &url)?;
+                return Ok(Some(url));
+            }
+        }
+        Ok(None)
+    };
+    let provider: Arc<dyn Provider> = match id {
+        "anthropic" => {
+            let Some(key) = get("ANTHROPIC_API_KEY") else {
+                return Ok(None);
+            };
+            let mut provider = crate::llm::anthropic::Anthropic::new(key);
+            if let Some(url) = url(&["ANTHROPIC_BASE_URL"])? {
+                provider = provider.with_base_url(url);
+            }
+            Arc::new(provider)
+        }
+        "openai" => {
+            let Some(key) = get("OPENAI_API_KEY") else {
+                return Ok(None);
+            };
+            let mut provider = crate::llm::openai::OpenAi::new(key);
+            if let Some(url) = url(&["OPENAI_BASE_URL"])? {
+                provider = provider.with_base_url(url);
+            }
+            if let Some(organization) = get("OPENAI_ORG_ID") {
+                provider = provider.with_organization(organization);
+            }
+            if let Some(project) = get("OPENAI_PROJECT_ID") {
+                provider = provider.with_project(project);
+            }
+            Arc::new(provider)
+        }
+        "gemini" => {
+            let Some(key) = get("GEMINI_API_KEY").or_else(|| get("GOOGLE_API_KEY")) else {
+                return Ok(None);
+            };
+            let mut provider = crate::llm::gemini::Gemini::new(key);
+            if let Some(url) = url(&["GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"])? {
+                provider = provider.with_base_url(url);
+            }
+            Arc::new(provider)
+        }
+        _ => {
+            let Some(base) = url(&["OPENAI_COMPATIBLE_BASE_URL"])? else {
+                return Ok(None);
+            };
+            let mut provider = crate::llm::openai_chat::OpenAiChat::compatible(base);
+            if let Some(key) = get("OPENAI_COMPATIBLE_API_KEY") {
+                provider = provider.with_api_key(key);
+            }
+            if let Some(id) = get("OPENAI_COMPATIBLE_ID") {
+                provider = provider.with_id(id);
+            }
+            Arc::new(provider)
+        }
+    };
+    Ok(Some(provider))
 }
 
 type EventIter = Box<dyn Iterator<Item = Result<StreamEvent>> + Send>;

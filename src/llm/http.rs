@@ -146,6 +146,7 @@ pub(crate) fn open(
 ) -> Result<EventIter> {
     let provider = wire.provider_id().to_string();
     let http = wire.build_request(request)?;
+    super::base_url::check_base_url(&http.url).map_err(|e| e.with_provider(&provider))?;
     if cancel.is_cancelled() {
         return Err(aborted(&provider));
     }
@@ -161,13 +162,9 @@ pub(crate) fn open(
     let response = match builder.send(&http.body[..]) {
         Ok(response) => response,
         Err(err) => {
-            return Err(transport_error(
-                &provider,
-                err,
-                cancel,
-                Phase::Headers,
-                options,
-            ));
+            let detail = err.to_string();
+            let err = transport_error(&provider, err, cancel, Phase::Headers, options);
+            return Err(super::base_url::name_url(err, &http.url, &detail));
         }
     };
     let status = response.status().as_u16();

@@ -15,7 +15,8 @@
 pub mod sse;
 
 mod accumulate;
-mod base64;
+mod base_url;
+pub use base_url::check_base_url;
 mod client;
 mod http;
 mod status;
@@ -187,7 +188,7 @@ pub struct ImageData {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        with = "base64::serde_opt"
+        with = "crate::base64::serde_opt"
     )]
     pub data: Option<Vec<u8>>,
     /// MIME type (`image/png`); `image/png` is assumed for bytes without one.
@@ -216,7 +217,10 @@ impl ImageData {
 
     /// The bytes as standard base64 (empty if the image is a URL).
     pub fn base64(&self) -> String {
-        self.data.as_deref().map(base64::encode).unwrap_or_default()
+        self.data
+            .as_deref()
+            .map(crate::base64::encode)
+            .unwrap_or_default()
     }
 }
 

@@ -43,6 +43,13 @@ pub(crate) fn kind_from_message(message: &str) -> Option<ErrorKind> {
         || has("too many tokens")
         || has("maximum context")
         || has("exceeds the available context")
+        // Gemini, vLLM, Groq/DeepSeek, LM Studio, Ollama (see the overflow table in
+        // `session::compaction`).
+        || has("exceeds the maximum number of tokens")
+        || has("maximum model length")
+        || has("reduce the length of the messages")
+        || has("greater than the context length")
+        || has("prompt too long")
     {
         Some(ErrorKind::ContextLength)
     } else if has("content filter") || has("content_filter") || has("safety") {

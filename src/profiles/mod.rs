@@ -79,9 +79,12 @@
 //! This module builds values; it never talks to a provider or runs a tool.
 
 mod anthropic;
+mod for_client;
 mod gemini;
 mod models;
 mod openai;
+
+pub use for_client::{DEFAULT_MODELS, for_client};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::approval::{Approval, ApprovalHook};
+use super::compaction::CompactionConfig;
 use super::hooks::Hooks;
 use crate::llm::ToolCall;
 use crate::llm::pricing::{Price, PriceTable};
@@ -85,6 +86,9 @@ pub struct SessionConfig {
     /// Whether the transcript also records every event (`{"type":"event"}` records), not
     /// only the history and the requests. Default `false`.
     pub transcript_events: bool,
+    /// How the history is compacted when it nears the model's context window (on by
+    /// default; see [`compaction`](crate::session::compaction)).
+    pub compaction: CompactionConfig,
     /// MCP servers whose tools the session offers (see [`mcp`](crate::mcp)). Started in
     /// parallel when the session starts; ended with it.
     pub mcp_servers: Vec<McpServer>,
@@ -110,6 +114,7 @@ impl Default for SessionConfig {
             allow_outside_working_dir: false,
             transcript_path: None,
             transcript_events: false,
+            compaction: CompactionConfig::default(),
             mcp_servers: Vec::new(),
         }
     }
@@ -135,6 +140,7 @@ impl fmt::Debug for SessionConfig {
             .field("allow_outside_working_dir", &self.allow_outside_working_dir)
             .field("transcript_path", &self.transcript_path)
             .field("transcript_events", &self.transcript_events)
+            .field("compaction", &self.compaction)
             .field("mcp_servers", &self.mcp_servers)
             .finish()
     }
@@ -258,6 +264,12 @@ impl SessionConfig {
     /// Records every event in the transcript too (see `transcript_events`).
     pub fn with_transcript_events(mut self, enabled: bool) -> SessionConfig {
         self.transcript_events = enabled;
+        self
+    }
+
+    /// Sets how the history is compacted ([`CompactionConfig::disabled`] turns it off).
+    pub fn with_compaction(mut self, compaction: CompactionConfig) -> SessionConfig {
+        self.compaction = compaction;
         self
     }
 }

@@ -21,6 +21,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::approval::ApprovalResponder;
+use super::compaction::{CompactionFallback, CompactionReason};
 use super::hooks::HookDecision;
 use crate::llm::{FinishReason, Usage};
 
@@ -90,6 +91,10 @@ pub enum CloseReason {
 ///   `ApprovalRequested`?, `ToolCallOutputDelta`*, `ToolCallEnd`. With parallel tool calls
 ///   the events of different calls interleave, but each call's `ToolCallStart` precedes its
 ///   `ToolCallEnd`. After the round: `SteeringInjected`*, `LoopDetection`?.
+/// - A compaction is `ContextCompactionStart` … `ContextCompactionEnd` (with `Warning`s
+///   between when a guard fired): before a model call (inside an input), after a call
+///   the provider rejected as too long (then the call is retried once), or between inputs
+///   for `Session::compact`.
 /// - `TurnLimit` precedes the `ProcessingEnd` of the input it stopped; `Error` (preceded
 ///   by a `Warning` for a context-length error) precedes the `ProcessingEnd` of the input
 ///   it ended, and a fatal `Error` is followed by `SessionEnd`.
@@ -243,11 +248,35 @@ pub enum EventKind {
         /// The warning the model gets.
         message: String,
     },
+    /// The history is being compacted (see [`compaction`](crate::session::compaction)).
+    ContextCompactionStart {
+        /// Why: `threshold`, `overflow` or `manual`.
+        reason: CompactionReason,
+        /// Tokens of the next request before compacting (the library's count).
+        tokens_before: usize,
+    },
+    /// The compaction ended; the history now holds the summary.
+    ContextCompactionEnd {
+        /// Why it ran.
+        reason: CompactionReason,
+        /// Tokens before.
+        tokens_before: usize,
+        /// Tokens after (estimated).
+        tokens_after: usize,
+        /// History turns the summary replaced (0 when nothing was summarised).
+        turns_summarised: usize,
+        /// What had to give beyond summarising: `none`, `truncated` or `dropped`.
+        fallback: CompactionFallback,
+        /// The summary put into the history.
+        summary: String,
+    },
     /// A non-fatal issue.
     Warning {
         /// What happened.
         message: String,
-        /// `"context_usage"` (history above 80 % of the context window),
+        /// `"context_usage"` (history above 80 % of the context window), `"compaction"`
+        /// (a compaction summary was rejected or could not be made, a compaction left the
+        /// history above the threshold, or the per-input bound stopped compacting),
         /// `"context_length"` (the provider rejected the request as too long) or
         /// `"mcp"` (an MCP server failed to start or to re-list its tools), or
         /// `"transcript"` (writing the transcript failed, or resuming it found something to
@@ -315,6 +344,8 @@ impl EventKind {
             EventKind::SteeringInjected { .. } => "steering_injected",
             EventKind::TurnLimit { .. } => "turn_limit",
             EventKind::LoopDetection { .. } => "loop_detection",
+            EventKind::ContextCompactionStart { .. } => "context_compaction_start",
+            EventKind::ContextCompactionEnd { .. } => "context_compaction_end",
             EventKind::Warning { .. } => "warning",
             EventKind::Error { .. } => "error",
             EventKind::ApprovalRequested { .. } => "approval_requested",

@@ -86,6 +86,19 @@ pub struct SteeringTurn {
     pub timestamp: SystemTime,
 }
 
+/// The summary that replaced earlier turns when the history was compacted (see
+/// [`compaction`](super::compaction)). Sent to the model as a user message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryTurn {
+    /// The text the model gets: a plain preamble, then the summary.
+    pub content: String,
+    /// How many turns it replaced (over every compaction so far).
+    pub turns_summarised: usize,
+    /// When it was added.
+    #[serde(with = "crate::time::rfc3339")]
+    pub timestamp: SystemTime,
+}
+
 /// One entry of the history. JSON: `{"type":"assistant", …fields}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -101,6 +114,8 @@ pub enum Turn {
     System(SystemTurn),
     /// A steering message.
     Steering(SteeringTurn),
+    /// The summary of compacted turns.
+    Summary(SummaryTurn),
 }
 
 impl Turn {
@@ -136,6 +151,7 @@ impl Turn {
             Turn::ToolResults(t) => t.timestamp,
             Turn::System(t) => t.timestamp,
             Turn::Steering(t) => t.timestamp,
+            Turn::Summary(t) => t.timestamp,
         }
     }
 
@@ -145,6 +161,7 @@ impl Turn {
             Turn::User(t) => t.content.len(),
             Turn::System(t) => t.content.len(),
             Turn::Steering(t) => t.content.len(),
+            Turn::Summary(t) => t.content.len(),
             Turn::ToolResults(t) => t.results.iter().map(|r| r.content.len()).sum(),
             Turn::Assistant(t) => {
                 t.content.len()
@@ -162,6 +179,7 @@ impl Turn {
         match self {
             Turn::User(t) => out.push(Message::user(t.content.clone())),
             Turn::Steering(t) => out.push(Message::user(t.content.clone())),
+            Turn::Summary(t) => out.push(Message::user(t.content.clone())),
             Turn::System(t) => out.push(Message::system(t.content.clone())),
             Turn::ToolResults(t) => {
                 out.extend(t.results.iter().cloned().map(Message::tool_result));

@@ -238,7 +238,7 @@ pub type Hook = Arc<dyn Fn(&HookInput) -> HookDecision + Send + Sync>;
 /// | `post_tool_use` | after a tool call ran, with its full output | `AddContext` (appended to what the model sees), `ReplaceOutput` (what the model sees instead); `TOOL_CALL_END` still carries the full output |
 /// | `user_prompt_submit` | for each input, follow-up and steering message | `ReplacePrompt`, `AddContext` (appended to the message), `Deny` (the message is dropped; an input then ends with stop reason `blocked`) |
 /// | `stop` | when the model answers with text only | `ContinueWith(message)`: the message is added and the input goes on (each continuation counts as a round, so the round limit bounds it) |
-/// | `pre_compact` / `post_compact` | around a history compaction | `AddContext` / `ReplaceSummary` (wired once compaction exists) |
+/// | `pre_compact` / `post_compact` | around a history compaction | `AddContext` (appended to the summary request's input) / `ReplaceSummary` (after the compaction's own summary hook) |
 /// | `session_start`, `session_end`, `subagent_start`, `subagent_stop` | as named | observe only |
 ///
 /// Every decision is visible as a `HOOK_DECISION` event. A hook that panics, or answers
@@ -631,8 +631,10 @@ impl HookRunner<'_> {
     }
 
     /// `pre_compact`: the context hooks add to the summary request.
-    #[allow(dead_code)] // called by compaction (part 4), which lands on its own branch
     pub(crate) fn pre_compact(&self) -> Vec<String> {
+        if !self.hooks.handles(HookEvent::PreCompact) {
+            return Vec::new();
+        }
         let mut context = Vec::new();
         self.each(self.input(HookEvent::PreCompact), |_, decision| {
             if let HookDecision::AddContext(text) = decision {
@@ -644,7 +646,6 @@ impl HookRunner<'_> {
     }
 
     /// `post_compact`: the summary, as replaced by the hooks.
-    #[allow(dead_code)] // called by compaction (part 4), which lands on its own branch
     pub(crate) fn post_compact(&self, summary: String) -> String {
         if !self.hooks.handles(HookEvent::PostCompact) {
             return summary;

@@ -17,7 +17,7 @@
 //! let model = ScriptedModel::new(vec![ScriptedTurn::text("All tests pass.")]);
 //! let client = Client::new().with_provider(model);
 //! let profile = ProviderProfile::new("scripted", "demo");
-//! let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir()));
+//! let env = Arc::new(LocalExecutionEnvironment::new(std::env::temp_dir())?);
 //! let session = Session::new(profile, env, client, SessionConfig::default())?;
 //! let events = session.events();
 //! session.submit("run the tests")?;
@@ -83,11 +83,13 @@ use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
 
 mod approval;
+pub mod compaction;
 mod config;
 mod delivery;
 mod events;
 mod history;
 mod hooks;
+mod input_events;
 mod loop_detection;
 mod subagents;
 mod tool_round;
@@ -100,10 +102,11 @@ pub use config::SessionConfig;
 pub use delivery::{Events, RecvError};
 pub use events::{CloseReason, EventKind, SessionEvent, SessionState, StopReason};
 pub use history::{
-    AssistantTurn, History, SteeringTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
+    AssistantTurn, History, SteeringTurn, SummaryTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 
+use compaction::run::CompactionState;
 use delivery::Listeners;
 pub(crate) use delivery::{EventSink, Forward};
 pub(crate) use hooks::HookRunner;
@@ -136,6 +139,8 @@ pub struct Outcome {
     /// Inputs processed: the submitted one plus the follow-ups that ran after it.
     pub inputs: usize,
     /// The provider error that ended the last input, when `stop_reason` is `Error`.
+    /// [`Session::run`] returns such an error as its `Err`, so in its `Outcome` this is
+    /// always `None`; it is set in outcomes delivered otherwise (subagents).
     pub error: Option<Error>,
 }
 
@@ -239,7 +244,7 @@ impl Session {
     /// use agentloop::session::{Session, SessionConfig};
     ///
     /// let profile = ProviderProfile::new("anthropic", "claude-sonnet-4-5");
-    /// let env = Arc::new(LocalExecutionEnvironment::new("/src/app"));
+    /// let env = Arc::new(LocalExecutionEnvironment::new("/src/app")?);
     /// let client = Client::from_env()?;
     /// let session = Session::resume("session.jsonl", profile, env, client, SessionConfig::default())?;
     /// let outcome = session.run("now update the changelog")?;
@@ -379,7 +384,14 @@ impl Session {
             start.depth,
         ));
         subagents::register(&mut profile.tool_registry, &subagents);
+        let limits = config
+            .compaction
+            .enabled
+            .then(|| config.compaction.limits(profile.context_window_size))
+            .filter(|limits| limits.window > 0);
+        let compaction = CompactionState::new(limits, &lock(&shared.history));
         let worker = Worker {
+            compaction,
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),
             profile,
@@ -437,13 +449,28 @@ impl Session {
         lock(&self.shared.history).clone()
     }
 
-    /// The event stream: a blocking iterator that ends after `SESSION_END`.
+    /// The whole session's event stream: a blocking iterator that ends after
+    /// `SESSION_END`, that is, only once the session is closed ([`close`](Self::close)
+    /// after the last input, an abort, or a fatal error). For one input at a time, use
+    /// [`submit_events`](Self::submit_events), whose iterator ends with the input; to
+    /// wait for an input without reading events, use [`run`](Self::run).
     ///
     /// Events are buffered from the start (so `SESSION_START` is never missed) until an
-    /// iterator reads them. Each event is delivered once: several iterators share one
-    /// stream. While [`run`](Self::run) waits and no iterator exists, events are dropped
-    /// instead of buffered (see `run`).
+    /// iterator reads them. While [`run`](Self::run) waits and no iterator exists, events
+    /// are dropped instead of buffered (see `run`).
+    ///
+    /// # Panics
+    ///
+    /// If another iterator of this session (from `events` or `submit_events`) is still
+    /// alive: each event is delivered once, so two iterators would each see part of the
+    /// stream. Share one iterator (or forward its events) instead.
     pub fn events(&self) -> Events {
+        assert!(
+            self.listeners.iterators() == 0,
+            "Session::events: another event iterator of this session is still alive; two \
+             iterators would each get part of the stream. Keep one iterator, or drop the \
+             first before creating another"
+        );
         Events::new(self.events.clone(), self.listeners.clone())
     }
 
@@ -473,8 +500,11 @@ impl Session {
     /// host that only calls `run` never accumulates events. Create the iterator before
     /// calling `run` to see them.
     ///
-    /// Provider errors, limits, interrupts and aborts are reported in the [`Outcome`]; an
-    /// `Err` means the session is closed (or closed before processing the input).
+    /// Returns `Err` when the input ended because the provider failed (404, 401, a
+    /// network error, a fatal stream error, a strict replay mismatch: the error the
+    /// `ERROR` event reported), or when the session is closed (or closed before
+    /// processing the input). Limits, interrupts and aborts are not failures: they are
+    /// `Ok`, with their [`StopReason`] in the [`Outcome`].
     pub fn run(&self, input: impl Into<String>) -> Result<Outcome> {
         let _waiting = self.listeners.run_guard();
         if self.listeners.iterators() == 0 {
@@ -485,12 +515,18 @@ impl Session {
             text: input.into(),
             reply: Some(reply),
         })?;
-        outcome.recv().map_err(|_| {
+        let mut outcome = outcome.recv().map_err(|_| {
             Error::new(
                 ErrorKind::SessionClosed,
                 "the session closed before the input was processed",
             )
-        })
+        })?;
+        if outcome.stop_reason == StopReason::Error {
+            if let Some(err) = outcome.error.take() {
+                return Err(err);
+            }
+        }
+        Ok(outcome)
     }
 
     /// Queues `input` and returns the receiver of its [`Outcome`] (sent once it and the
@@ -502,6 +538,21 @@ impl Session {
             reply: Some(reply),
         })?;
         Ok(outcome)
+    }
+
+    /// Compacts the history now (reason `manual`): waits until the inputs queued before it
+    /// are processed, then summarises as an automatic compaction would, with its
+    /// `CONTEXT_COMPACTION_START` / `END` events. Does nothing when compaction is off (see
+    /// [`SessionConfig::with_compaction`]).
+    pub fn compact(&self) -> Result<()> {
+        let (reply, done) = crossbeam_channel::bounded(1);
+        self.send(Input::Compact { reply })?;
+        done.recv().map_err(|_| {
+            Error::new(
+                ErrorKind::SessionClosed,
+                "the session closed before the compaction ran",
+            )
+        })
     }
 
     /// Queues a steering message for the model (spec §2.6): injected as a user message

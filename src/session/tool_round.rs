@@ -144,7 +144,9 @@ impl ToolRound<'_> {
                     }
                 }
             }
-            PreToolUse::Deny(reason) => return self.finish(call, denied(&reason), started),
+            PreToolUse::Deny(reason) => {
+                return self.finish(call, denied(DeniedBy::Policy, &reason), started);
+            }
             PreToolUse::Ask => match self.ask_host(call) {
                 Some(outcome) => return self.finish(call, outcome, started),
                 None => prepared,
@@ -214,8 +216,11 @@ impl ToolRound<'_> {
         let verdict = select! {
             recv(answers) -> answer => match answer {
                 Ok(Decision::Approve) => None,
-                Ok(Decision::Deny(reason)) => Some(denied(&reason)),
-                Err(_) => Some(denied("nobody answered the approval request")),
+                Ok(Decision::Deny(reason)) => Some(denied(DeniedBy::Answer, &reason)),
+                Err(_) => Some(denied(
+                    DeniedBy::Answer,
+                    "nobody answered the approval request",
+                )),
             },
             recv(cancelled) -> _ => Some(self.cancelled_outcome()),
         };
@@ -314,10 +319,22 @@ fn error_outcome(text: String) -> ToolOutcome {
     }
 }
 
-fn denied(reason: &str) -> ToolOutcome {
+/// Who refused a call: the host's approval hook (its policy), or the answer to an
+/// approval request (the user, or whoever the host asked).
+#[derive(Clone, Copy)]
+enum DeniedBy {
+    Policy,
+    Answer,
+}
+
+fn denied(by: DeniedBy, reason: &str) -> ToolOutcome {
+    let who = match by {
+        DeniedBy::Policy => "Tool call denied by the host's policy",
+        DeniedBy::Answer => "Tool call denied when approval was requested",
+    };
     error_outcome(format!(
-        "Tool call denied: {reason}. Do not retry the same call; \
-         continue without it or ask the user how to proceed."
+        "{who}: {reason}. Do not retry the same call; continue without it or ask the user \
+         how to proceed."
     ))
 }
 

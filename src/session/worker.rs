@@ -16,6 +16,8 @@ use std::time::SystemTime;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::compaction::CompactionReason;
+use super::compaction::run::CompactionState;
 use super::delivery::EventSink;
 use super::events::{CloseReason, EventKind, SessionState, StopReason};
 use super::history::{AssistantTurn, History, Turn};
@@ -44,6 +46,8 @@ pub(crate) enum Input {
     },
     /// A follow-up was queued: process the queue if idle.
     FollowUp,
+    /// Compact the history now (`Session::compact`); reply when done.
+    Compact { reply: Sender<()> },
     /// Shut down cleanly after the inputs before this one.
     Close,
     /// Shut down now (the session token is already cancelled).
@@ -103,6 +107,8 @@ pub(crate) struct Worker {
     pub(crate) assistant_turns: usize,
     /// The context-usage warning fired and usage has not dropped below the threshold since.
     pub(crate) context_warned: bool,
+    /// Token accounting and compaction state (see `compaction/run.rs`).
+    pub(crate) compaction: CompactionState,
     /// Where turns and requests are recorded, if anywhere.
     pub(crate) transcript: Option<Arc<TranscriptWriter>>,
     /// Warnings to emit right after `SESSION_START` (from resuming a transcript).
@@ -175,6 +181,12 @@ impl Worker {
             let closing = match input {
                 Input::Submit { text, reply } => self.cycle(Some(text), reply),
                 Input::FollowUp => self.cycle(None, None),
+                Input::Compact { reply } => {
+                    let cancel = self.abort.child();
+                    self.compact(CompactionReason::Manual, &cancel);
+                    let _ = reply.send(());
+                    None
+                }
                 Input::Close => return CloseReason::Closed,
                 Input::Abort => return CloseReason::Aborted,
             };
@@ -269,6 +281,7 @@ impl Worker {
             }
         }
         self.history_chars += turn.approx_chars();
+        self.compaction.account.push(&turn);
         if matches!(turn, Turn::Assistant(_)) {
             self.assistant_turns += 1;
         }
@@ -306,6 +319,11 @@ impl Worker {
         let system_prompt = self.profile.build_system_prompt(&*self.env);
         self.prepare_mcp();
         let tools = self.profile.tools();
+        self.compaction.account.set_fixed(&system_prompt, &tools);
+        self.compaction.this_input = 0;
+        self.compaction.bound_warned = false;
+        // At most one compaction before each model call; one retry after an overflow.
+        let mut overflow_retried = false;
         let mut stop_hook_active = false;
         end.stop = loop {
             let max_rounds = self.config.max_tool_rounds_per_input;
@@ -327,19 +345,35 @@ impl Worker {
             if cancel.is_cancelled() {
                 break self.cancelled_stop();
             }
+            if !overflow_retried {
+                self.compact_if_needed(&cancel);
+            }
+            if cancel.is_cancelled() {
+                break self.cancelled_stop();
+            }
             self.check_context_usage();
             let request = self.build_request(&system_prompt, &tools);
             self.record_request(&request);
+            let history_at_request = self.compaction.account.history_tokens();
             let response = match self.stream_round(&request, &cancel) {
                 RoundEnd::Response(response) => response,
                 RoundEnd::Cancelled => break self.cancelled_stop(),
                 RoundEnd::Failed(error) => {
-                    end.fatal = self.report_error(&error);
-                    end.error = Some(error);
-                    break StopReason::Error;
+                    match self.recover_from_overflow(error, &mut overflow_retried, &cancel) {
+                        Ok(()) => continue,
+                        Err(error) => {
+                            end.fatal = self.report_error(&error);
+                            end.error = Some(error);
+                            break StopReason::Error;
+                        }
+                    }
                 }
             };
             drop(request);
+            overflow_retried = false;
+            self.compaction
+                .account
+                .report(&response.usage, &self.profile.id, history_at_request);
             end.totals.add(response.usage, self.call_cost(&response));
             end.text = response.text();
             let calls: Vec<_> = response.tool_calls().into_iter().cloned().collect();
@@ -405,7 +439,7 @@ impl Worker {
         }
     }
 
-    fn hooks(&self) -> HookRunner<'_> {
+    pub(crate) fn hooks(&self) -> HookRunner<'_> {
         HookRunner {
             hooks: &self.config.hooks,
             events: &self.events,

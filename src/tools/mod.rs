@@ -38,6 +38,8 @@ pub(crate) mod write_file;
 pub(crate) mod args;
 pub(crate) mod subagent;
 mod text;
+mod tool_error;
+pub use tool_error::ToolError;
 
 /// `read_file`: a text file with line numbers (offset and limit), or an image.
 pub fn read_file() -> RegisteredTool {
@@ -186,7 +188,8 @@ impl fmt::Debug for RegisteredTool {
 }
 
 impl RegisteredTool {
-    /// A tool from a definition and a closure.
+    /// A tool from a definition and a closure; an `Err` is a message for the model. To
+    /// use `?` on ordinary errors inside the closure, use [`fallible`](Self::fallible).
     pub fn new(
         definition: ToolDefinition,
         executor: impl Fn(ToolInput, &ToolContext<'_>) -> Result<ToolOutput, String>
@@ -197,6 +200,24 @@ impl RegisteredTool {
         RegisteredTool {
             definition,
             executor: Arc::new(executor),
+        }
+    }
+
+    /// A tool whose closure fails with a [`ToolError`], into which `?` converts any error
+    /// type (`std::io::Error`, `serde_json::Error`, `String`, `&str`, …); the error's text
+    /// is the message the model reads. See [`ToolError`] for an example.
+    pub fn fallible(
+        definition: ToolDefinition,
+        executor: impl Fn(ToolInput, &ToolContext<'_>) -> Result<ToolOutput, ToolError>
+        + Send
+        + Sync
+        + 'static,
+    ) -> RegisteredTool {
+        RegisteredTool {
+            definition,
+            executor: Arc::new(move |input, ctx| {
+                executor(input, ctx).map_err(ToolError::into_message)
+            }),
         }
     }
 }

@@ -192,7 +192,7 @@ fn paths_outside_the_working_directory_are_allowed_only_when_the_context_says_so
     let outer = tempfile::tempdir().expect("temp dir");
     let inner = outer.path().join("work");
     fs::create_dir(&inner).unwrap();
-    let env = LocalExecutionEnvironment::new(&inner);
+    let env = LocalExecutionEnvironment::new(&inner).unwrap();
     let cancel = CancelToken::new();
     let patch = "*** Begin Patch\n*** Add File: ../outside.txt\n+x\n*** End Patch";
     let mut registry = agentloop::tools::ToolRegistry::new();
@@ -294,7 +294,7 @@ fn a_write_failing_part_way_restores_the_files_already_written() {
     fs::write(dir.path().join("gone.txt"), "bye\n").unwrap();
     let before = snapshot(dir.path());
     let env = FullDisk {
-        inner: LocalExecutionEnvironment::new(dir.path()),
+        inner: LocalExecutionEnvironment::new(dir.path()).unwrap(),
         fail_on: PathBuf::from("z.txt"),
     };
     let cancel = CancelToken::new();

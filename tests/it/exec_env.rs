@@ -56,7 +56,9 @@ fn command_sees(
 #[test]
 fn secrets_by_name_and_by_value_never_reach_a_command() {
     let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path()).with_base_env(base_env());
+    let env = LocalExecutionEnvironment::new(dir.path())
+        .unwrap()
+        .with_base_env(base_env());
     let seen = command_sees(&env, &[]);
     for name in ["ANTHROPIC_API_KEY", "MY_SECRET", "HARMLESS"] {
         assert!(!seen.contains_key(name), "{name} leaked");
@@ -72,7 +74,9 @@ fn secrets_by_name_and_by_value_never_reach_a_command() {
 #[test]
 fn variables_set_on_the_request_are_added_after_filtering() {
     let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path()).with_base_env(base_env());
+    let env = LocalExecutionEnvironment::new(dir.path())
+        .unwrap()
+        .with_base_env(base_env());
     let seen = command_sees(
         &env,
         &[("GITHUB_TOKEN", "explicit"), ("HOME", "/elsewhere")],
@@ -88,6 +92,7 @@ fn variables_set_on_the_request_are_added_after_filtering() {
 fn core_only_passes_only_the_core_variables() {
     let dir = tempfile::tempdir().unwrap();
     let env = LocalExecutionEnvironment::new(dir.path())
+        .unwrap()
         .with_base_env(base_env())
         .with_env_policy(EnvPolicy::core_only());
     let seen = command_sees(&env, &[]);
@@ -102,6 +107,7 @@ fn core_only_passes_only_the_core_variables() {
 fn inheriting_nothing_starts_from_a_clean_environment_plus_includes() {
     let dir = tempfile::tempdir().unwrap();
     let env = LocalExecutionEnvironment::new(dir.path())
+        .unwrap()
         .with_base_env(base_env())
         .with_env_policy(EnvPolicy::nothing().include("LANG"));
     assert_eq!(env.command_env().keys().collect::<Vec<_>>(), ["LANG"]);
@@ -118,6 +124,7 @@ fn an_included_secret_is_passed_and_an_excluded_name_is_not() {
         .include("anthropic_api_key")
         .exclude("EDIT*");
     let env = LocalExecutionEnvironment::new(dir.path())
+        .unwrap()
         .with_base_env(base_env())
         .with_env_policy(policy);
     let seen = command_sees(&env, &[]);
@@ -129,7 +136,7 @@ fn an_included_secret_is_passed_and_an_excluded_name_is_not() {
 #[test]
 fn the_captured_process_environment_is_filtered_too() {
     let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
     for (name, value) in env.command_env() {
         // Everything passed on is really in our environment, under the same name.
         assert_eq!(std::env::var(name).ok().as_deref(), Some(value.as_str()));
@@ -148,6 +155,7 @@ fn the_captured_process_environment_is_filtered_too() {
 fn debug_output_of_the_environment_shows_no_values() {
     let dir = tempfile::tempdir().unwrap();
     let env = LocalExecutionEnvironment::new(dir.path())
+        .unwrap()
         .with_base_env(base_env())
         .with_env_policy(EnvPolicy::inherit_all().include("*"));
     assert!(env.command_env().contains_key("ANTHROPIC_API_KEY"));

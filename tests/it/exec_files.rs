@@ -11,7 +11,7 @@ use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
 
 fn workspace() -> (tempfile::TempDir, LocalExecutionEnvironment) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let env = LocalExecutionEnvironment::new(dir.path());
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
     (dir, env)
 }
 

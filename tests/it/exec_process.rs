@@ -18,7 +18,7 @@ use agentloop::exec::{
 
 fn workspace() -> (tempfile::TempDir, LocalExecutionEnvironment) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let env = LocalExecutionEnvironment::new(dir.path());
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
     (dir, env)
 }
 
@@ -155,8 +155,9 @@ fn a_command_ignoring_sigterm_is_killed_with_sigkill_after_the_grace() {
 #[test]
 fn the_kill_grace_is_configurable() {
     let (dir, _) = workspace();
-    let env =
-        LocalExecutionEnvironment::new(dir.path()).with_kill_grace(Duration::from_millis(200));
+    let env = LocalExecutionEnvironment::new(dir.path())
+        .unwrap()
+        .with_kill_grace(Duration::from_millis(200));
     let (result, elapsed) = run(&env, "trap '' TERM; sleep 30", 300);
     assert_eq!(result.signal, Some(libc::SIGKILL));
     assert!(elapsed >= Duration::from_millis(500), "{elapsed:?}");
@@ -349,6 +350,7 @@ fn a_command_cancelled_before_it_starts_never_runs() {
 fn timeouts_are_clamped_to_the_maximum() {
     let (dir, _) = workspace();
     let env = LocalExecutionEnvironment::new(dir.path())
+        .unwrap()
         .with_max_command_timeout(Duration::from_millis(300));
     assert_eq!(env.max_command_timeout(), Duration::from_millis(300));
     let (result, elapsed) = run(&env, "sleep 30", 60_000);

@@ -9,7 +9,7 @@ use agentloop::exec::{CommandRequest, ExecutionEnvironment, LocalExecutionEnviro
 #[test]
 fn stdin_bytes_reach_the_command_and_are_closed_after() {
     let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
     let request = CommandRequest::new(
         "wc -c; cat >/dev/null; echo closed",
         Duration::from_secs(20),
@@ -28,7 +28,7 @@ fn stdin_bytes_reach_the_command_and_are_closed_after() {
 #[test]
 fn a_command_that_never_reads_a_large_input_ends_on_its_own_or_at_its_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
     let big = vec![b'x'; 4 * 1024 * 1024];
     // Exits at once without reading: the writer sees a closed pipe.
     let request = CommandRequest::new("exit 3", Duration::from_secs(20)).with_stdin(big.clone());

@@ -33,7 +33,7 @@ impl HookRun {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.txt"), "alpha file\n").unwrap();
         std::fs::write(dir.path().join("b.txt"), "bravo file\n").unwrap();
-        let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+        let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
         let profile = KIT
             .profile()
             .with_tool(echo_tool())
@@ -589,4 +589,63 @@ fn subagent_start_and_stop_are_observed_in_the_parents_stream() {
         )
         .unwrap();
     assert!(stop_at < wait_end);
+}
+
+#[test]
+fn pre_compact_adds_to_the_summary_request_and_post_compact_replaces_the_summary() {
+    use agentloop::session::compaction::CompactionConfig;
+    let big = |n: usize| format!("round {n} {}", "x".repeat(4000));
+    let server = Server::start_routed(
+        vec![(
+            "You are writing the handoff summary",
+            vec![KIT.text("THE MODEL SUMMARY")],
+        )],
+        vec![
+            KIT.calls(&[function("e1", "echo", json!({"text": big(1)}))]),
+            KIT.calls(&[function("e2", "echo", json!({"text": big(2)}))]),
+            KIT.calls(&[function("e3", "echo", json!({"text": big(3)}))]),
+            KIT.text("first answer"),
+            KIT.text("second answer"),
+        ],
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let hook_seen = seen.clone();
+    let hooks = Hooks::new()
+        .with_pre_compact(|_| HookDecision::AddContext("PRE-COMPACT-NOTE keep the plan".into()))
+        .with_post_compact(move |input| {
+            hook_seen
+                .lock()
+                .unwrap()
+                .push(input.summary.clone().unwrap_or_default());
+            HookDecision::ReplaceSummary("HOST SUMMARY".into())
+        });
+    let config = SessionConfig::default()
+        .with_hooks(hooks)
+        .with_loop_detection(false)
+        .with_compaction(CompactionConfig::default().with_context_window(8000));
+    let dir = tempfile::tempdir().unwrap();
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
+    let profile = agentloop::profiles::ProviderProfile::new("anthropic", "claude-loopback")
+        .with_tool(echo_tool());
+    let session = Session::new(profile, env, KIT.client(&server), config).unwrap();
+    session.run("PARENT first").unwrap();
+    session.compact().unwrap();
+    session.run("PARENT second").unwrap();
+    let requests = server.requests();
+    let summary_request = requests
+        .iter()
+        .find(|r| {
+            r.body_text()
+                .contains("You are writing the handoff summary")
+        })
+        .expect("a summary request");
+    assert!(
+        summary_request
+            .body_text()
+            .contains("PRE-COMPACT-NOTE keep the plan")
+    );
+    assert_eq!(*seen.lock().unwrap(), ["THE MODEL SUMMARY"]);
+    let last = requests.last().unwrap().body_text();
+    assert!(last.contains("HOST SUMMARY"), "{last}");
+    assert!(!last.contains("THE MODEL SUMMARY"));
 }

@@ -111,15 +111,42 @@ fn stream_error(client: &Client) -> agentloop::Error {
     }
 }
 
-/// Peak resident memory (KiB) of a finished child, from `wait4`.
+/// Waits for `child`; returns its exit status and its peak resident memory (KiB).
+///
+/// The peak is `VmHWM` from `/proc/<pid>/status`, sampled until the process is gone: the
+/// high-water mark of the child's own image. (`wait4`'s `ru_maxrss` would not do: a child
+/// started with `posix_spawn` shares the test binary's memory until its `exec`, and Linux
+/// carries that high-water mark into the child's.)
 fn wait_with_peak_rss(child: &mut std::process::Child) -> (i32, i64) {
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the pid is our unreaped child; status and usage are valid for writes.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4 failed");
-    (status, usage.ru_maxrss)
+    let status_file = format!("/proc/{}/status", child.id());
+    let peak = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, stop) = (Arc::clone(&peak), Arc::clone(&stop));
+        thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let Ok(text) = std::fs::read_to_string(&status_file) else {
+                    break;
+                };
+                let hwm = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok());
+                match hwm {
+                    Some(kib) => {
+                        peak.fetch_max(kib, Ordering::SeqCst);
+                    }
+                    None => break, // a zombie has no memory lines: it has exited
+                }
+                thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let status = child.wait().expect("wait for the agent");
+    stop.store(true, Ordering::SeqCst);
+    sampler.join().unwrap();
+    let code = status.code().map_or(-1, |c| c << 8);
+    (code, peak.load(Ordering::SeqCst))
 }
 
 #[test]
@@ -293,7 +320,7 @@ fn duplicate_tool_call_ids_never_produce_two_results_for_one_id() {
         .with_tool(agentloop::tools::shell())
         .with_parallel_tool_calls(true);
     let dir = tempfile::tempdir().unwrap();
-    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let session = Session::new(profile, env, client, SessionConfig::default()).unwrap();
     let outcome = session.run("run both").unwrap();
     assert_eq!(outcome.text, "both ran");
@@ -424,7 +451,7 @@ fn skipped_output_is_marked_for_a_reader_that_fell_behind() {
     ]);
     let profile = ProviderProfile::new("scripted", "scripted").with_tool(agentloop::tools::shell());
     let dir = tempfile::tempdir().unwrap();
-    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = std::sync::Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let session = Session::new(
         profile,
         env,

@@ -173,6 +173,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("time", 0),
     ("sync", 0),
+    ("base64", 0),
     ("llm", 1),
     ("exec", 1),
     ("prompt", 2),

@@ -108,7 +108,7 @@ fn a_session_over_chat_completions_runs_against_a_real_llama_cpp_server() {
         .with_provider_id("openai-chat")
         .with_provider_options(json!({ "openai-chat": { "max_tokens": 16 } }));
     let dir = tempfile::tempdir().unwrap();
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let config = SessionConfig::default().with_max_tool_rounds_per_input(1);
     let session = Session::new(profile, env, client, config).unwrap();
 

@@ -1,17 +1,20 @@
 //! The integration tests: one binary, one module per feature.
 
 mod agent_cli;
+mod agent_cli_firsthour;
 mod agent_cli_hooks;
 mod anthropic;
 mod apply_patch;
 mod cli_conformance;
 mod client;
+mod compaction;
 mod edit_file;
 mod examples;
 mod exec_env;
 mod exec_files;
 mod exec_process;
 mod exec_stdin;
+mod firsthour_api;
 mod gemini;
 mod hooks;
 mod hostile_net;

@@ -203,7 +203,7 @@ fn the_system_prompt_has_the_layers_in_order_with_date_branch_docs_and_the_overr
         let profile = kit
             .profile()
             .with_instructions("OVERRIDE-LAST: answer in French.");
-        let env = Arc::new(LocalExecutionEnvironment::new(&working));
+        let env = Arc::new(LocalExecutionEnvironment::new(&working).unwrap());
         let session =
             Session::new(profile, env, kit.client(&server), SessionConfig::default()).unwrap();
         let mut events = session.events();
@@ -332,7 +332,7 @@ fn a_host_tool_registered_on_a_profile_replaces_the_profiles_tool_of_that_name()
             kit.text("done"),
         ]);
         let dir = tempfile::tempdir().unwrap();
-        let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+        let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
         let session =
             Session::new(profile, env, kit.client(&server), SessionConfig::default()).unwrap();
         let mut events = session.events();
@@ -361,7 +361,7 @@ fn with_model_changes_the_model_in_the_request_and_the_capabilities() {
     assert!(!profile.supports_reasoning);
     let server = Server::start(vec![Kit::OpenAi.text("hi")]);
     let dir = tempfile::tempdir().unwrap();
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let session = Session::new(
         profile,
         env,
@@ -381,7 +381,7 @@ fn with_model_changes_the_model_in_the_request_and_the_capabilities() {
 fn anthropic_requests_carry_the_beta_headers_of_the_profile() {
     let server = Server::start(vec![Kit::Anthropic.text("hi")]);
     let dir = tempfile::tempdir().unwrap();
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let profile = profiles::anthropic("claude-opus-4-6").merge_provider_options(json!({
         "anthropic": {"beta_headers": [
             profiles::INTERLEAVED_THINKING_BETA,
@@ -441,7 +441,7 @@ fn the_openai_profile_over_chat_completions_sends_apply_patch_as_a_json_function
         chat_turn("Created.", &[]),
     ]);
     let dir = tempfile::tempdir().unwrap();
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let client = support::client_for(
         OpenAiChat::compatible(format!("{}/v1", server.url())).with_http_options(http_options()),
     );
@@ -489,7 +489,7 @@ fn the_openai_profile_over_the_gemini_format_sends_apply_patch_as_a_function_dec
         gemini_turn("Created.", &[]),
     ]);
     let dir = tempfile::tempdir().unwrap();
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let client = support::client_for(
         Gemini::new("AIzaFAKEKEY0123456789abcdefghijklmnopq")
             .with_base_url(server.url())
@@ -592,7 +592,7 @@ fn shell_timeouts(kit: Kit, args: Value, config: SessionConfig) -> Vec<Duration>
     ]);
     let dir = tempfile::tempdir().unwrap();
     let env = Arc::new(TimeoutRecorder {
-        inner: LocalExecutionEnvironment::new(dir.path()),
+        inner: LocalExecutionEnvironment::new(dir.path()).unwrap(),
         timeouts: Mutex::new(Vec::new()),
     });
     let session = Session::new(kit.profile(), env.clone(), kit.client(&server), config).unwrap();
@@ -650,7 +650,7 @@ fn the_anthropic_shell_defaults_to_120_s_unless_the_call_or_the_session_says_oth
 }
 
 fn run_tool(tool: &RegisteredTool, dir: &Path, args: Value) -> Result<ToolOutput, String> {
-    let env = LocalExecutionEnvironment::new(dir);
+    let env = LocalExecutionEnvironment::new(dir).unwrap();
     let cancel = CancelToken::new();
     let ctx = ToolContext::new(&env, "call_1", &cancel);
     (tool.executor)(ToolInput::Json(args.as_object().unwrap().clone()), &ctx)
@@ -710,7 +710,7 @@ fn profiles_route_to_their_family_files_when_sent_to_another_provider() {
     assert_eq!(profile.id, "proxy");
     assert_eq!(profile.family, "gemini");
     let repo = repository();
-    let env = LocalExecutionEnvironment::new(repo.path());
+    let env = LocalExecutionEnvironment::new(repo.path()).unwrap();
     let prompt = profile.build_system_prompt(&env);
     assert!(prompt.contains("GEMINI-ONLY") && !prompt.contains("CLAUDE-ONLY"));
 }

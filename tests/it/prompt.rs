@@ -84,7 +84,7 @@ fn docs_tree() -> DocsTree {
 #[test]
 fn each_profile_loads_agents_md_and_its_own_file_root_first() {
     let tree = docs_tree();
-    let env = LocalExecutionEnvironment::new(&tree.working_dir);
+    let env = LocalExecutionEnvironment::new(&tree.working_dir).unwrap();
     let cases = [
         ("anthropic", "CLAUDE.md", "CLAUDE"),
         ("gemini", "GEMINI.md", "GEMINI"),
@@ -138,7 +138,7 @@ fn each_profile_loads_agents_md_and_its_own_file_root_first() {
 #[test]
 fn an_unknown_profile_loads_only_agents_md() {
     let tree = docs_tree();
-    let env = LocalExecutionEnvironment::new(&tree.working_dir);
+    let env = LocalExecutionEnvironment::new(&tree.working_dir).unwrap();
     let docs = discover_project_docs(&env, "custom");
     assert_eq!(
         docs.files,
@@ -153,7 +153,7 @@ fn outside_a_repository_only_the_working_directory_is_searched() {
     write(&temp.path().join("AGENTS.md"), "PARENT");
     write(&working_dir.join("AGENTS.md"), "HERE");
     write(&working_dir.join("CLAUDE.md"), "HERE-CLAUDE");
-    let env = LocalExecutionEnvironment::new(&working_dir);
+    let env = LocalExecutionEnvironment::new(&working_dir).unwrap();
     let docs = discover_project_docs(&env, "anthropic");
     assert_eq!(
         docs.files,
@@ -165,7 +165,7 @@ fn outside_a_repository_only_the_working_directory_is_searched() {
 #[test]
 fn a_tree_without_instruction_files_gives_empty_docs() {
     let temp = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(temp.path());
+    let env = LocalExecutionEnvironment::new(temp.path()).unwrap();
     let docs = discover_project_docs(&env, "openai");
     assert_eq!(docs, ProjectDocs::default());
     assert!(docs.is_empty());
@@ -176,7 +176,7 @@ fn an_unreadable_instruction_file_is_skipped_and_reported() {
     let temp = tempfile::tempdir().unwrap();
     fs::write(temp.path().join("AGENTS.md"), b"\x00\x01binary\x00").unwrap();
     write(&temp.path().join("CLAUDE.md"), "readable");
-    let env = LocalExecutionEnvironment::new(temp.path());
+    let env = LocalExecutionEnvironment::new(temp.path()).unwrap();
     let docs = discover_project_docs(&env, "anthropic");
     assert_eq!(docs.files, [temp.path().join("CLAUDE.md")]);
     assert_eq!(docs.skipped.len(), 1);
@@ -197,7 +197,7 @@ fn forty_kilobytes_of_docs_are_cut_at_32_kilobytes_with_the_marker() {
     write(&root.join("AGENTS.md"), &root_text);
     write(&root.join("sub/AGENTS.md"), &sub_text);
     write(&root.join("sub/deeper/AGENTS.md"), "NEVER-REACHED");
-    let env = LocalExecutionEnvironment::new(root.join("sub/deeper"));
+    let env = LocalExecutionEnvironment::new(root.join("sub/deeper")).unwrap();
 
     let docs = discover_project_docs(&env, "anthropic");
 
@@ -246,7 +246,7 @@ fn tools() -> Vec<ToolDefinition> {
 #[test]
 fn the_system_prompt_holds_the_five_layers_in_order_with_the_override_last() {
     let tree = docs_tree();
-    let env = LocalExecutionEnvironment::new(&tree.working_dir);
+    let env = LocalExecutionEnvironment::new(&tree.working_dir).unwrap();
     let context = EnvironmentContext::capture_at(&env, "claude-opus-4-6", fixed_now());
     let docs = discover_project_docs(&env, "anthropic");
     let base = base_instructions("anthropic").unwrap();
@@ -312,7 +312,7 @@ fn the_system_prompt_holds_the_five_layers_in_order_with_the_override_last() {
 #[test]
 fn the_environment_block_uses_the_spec_field_names_in_order() {
     let temp = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(temp.path());
+    let env = LocalExecutionEnvironment::new(temp.path()).unwrap();
     let context = EnvironmentContext::capture_at(&env, "gpt-5.2-codex", fixed_now());
     let block = context.render();
     let names: Vec<&str> = block
@@ -351,7 +351,7 @@ fn platform_name() -> &'static str {
 #[test]
 fn two_builds_from_the_same_inputs_are_byte_identical() {
     let tree = docs_tree();
-    let env = LocalExecutionEnvironment::new(&tree.working_dir);
+    let env = LocalExecutionEnvironment::new(&tree.working_dir).unwrap();
     let build = || {
         let context = EnvironmentContext::capture_at(&env, "gemini-3-pro-preview", fixed_now());
         let docs = discover_project_docs(&env, "gemini");
@@ -378,15 +378,17 @@ fn env_without_git(working_dir: &Path) -> LocalExecutionEnvironment {
     let base_env = [("PATH".to_string(), "/nonexistent-bin".to_string())]
         .into_iter()
         .collect();
-    LocalExecutionEnvironment::new(working_dir).with_base_env(base_env)
+    LocalExecutionEnvironment::new(working_dir)
+        .unwrap()
+        .with_base_env(base_env)
 }
 
 #[test]
 fn without_a_git_binary_the_branch_is_read_from_the_head_file() {
     let temp = tempfile::tempdir().unwrap();
     git(temp.path(), &["init", "-q", "-b", "from-head-file"]);
-    let env = env_without_git(&temp.path().join("nested"));
     fs::create_dir_all(temp.path().join("nested")).unwrap();
+    let env = env_without_git(&temp.path().join("nested"));
 
     let context = EnvironmentContext::capture_at(&env, "m", fixed_now());
 
@@ -436,7 +438,7 @@ fn the_git_snapshot_reports_branch_status_counts_and_recent_subjects() {
     git(root, &["add", "staged.txt"]);
     write(&root.join("untracked-1.txt"), "u\n");
     write(&root.join("untracked-2.txt"), "u\n");
-    let env = LocalExecutionEnvironment::new(root);
+    let env = LocalExecutionEnvironment::new(root).unwrap();
 
     let context = EnvironmentContext::capture_at(&env, "gpt-5", fixed_now());
 
@@ -489,7 +491,7 @@ fn a_detached_head_is_named_with_its_short_commit() {
     git(root, &["add", "a.txt"]);
     git(root, &["commit", "-q", "-m", "only commit"]);
     git(root, &["checkout", "-q", "--detach", "HEAD"]);
-    let env = LocalExecutionEnvironment::new(root);
+    let env = LocalExecutionEnvironment::new(root).unwrap();
 
     let context = EnvironmentContext::capture_at(&env, "m", fixed_now());
 
@@ -502,7 +504,7 @@ fn a_detached_head_is_named_with_its_short_commit() {
 fn a_stray_dot_git_that_git_rejects_is_not_a_repository() {
     let temp = tempfile::tempdir().unwrap();
     fs::create_dir_all(temp.path().join(".git")).unwrap();
-    let env = LocalExecutionEnvironment::new(temp.path());
+    let env = LocalExecutionEnvironment::new(temp.path()).unwrap();
 
     let context = EnvironmentContext::capture_at(&env, "m", fixed_now());
 

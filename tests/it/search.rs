@@ -18,7 +18,7 @@ fn workspace(files: &[(&str, &[u8])]) -> (tempfile::TempDir, LocalExecutionEnvir
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, contents).unwrap();
     }
-    let env = LocalExecutionEnvironment::new(dir.path());
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
     (dir, env)
 }
 

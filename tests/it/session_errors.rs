@@ -66,12 +66,8 @@ fn authentication_errors_surface_immediately_and_close_the_session() {
         ),
         ScriptedTurn::text("never sent"),
     ]);
-    let outcome = h.session.run("go").unwrap();
-    assert_eq!(outcome.stop_reason, StopReason::Error);
-    assert_eq!(
-        outcome.error.as_ref().map(|e| e.kind()),
-        Some(ErrorKind::Authentication)
-    );
+    let err = h.session.run("go").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Authentication);
     assert_eq!(h.model.request_count(), 1, "no retry");
     let events = collect_to_end(&mut h.events);
     let (_, kind, fatal) = error_event(&events);

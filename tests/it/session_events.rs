@@ -6,6 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::llm::{Client, Usage};
+use agentloop::session::compaction::CompactionConfig;
 use agentloop::session::{
     Approval, EventKind, Session, SessionConfig, SessionEvent, SessionState, StopReason,
 };
@@ -84,7 +85,10 @@ fn everything_session() -> (Harness, Vec<SessionEvent>) {
         // Input 3: a plain answer.
         ScriptedTurn::text("done"),
     ];
+    // The tiny window below is for the 80 % warning; compaction (off here) has its own
+    // tests in `compaction/`.
     let config = SessionConfig::default()
+        .with_compaction(CompactionConfig::disabled())
         .with_loop_detection_window(2)
         .with_max_tool_rounds_per_input(3)
         .with_approval(|call| {
@@ -294,6 +298,7 @@ fn an_iterator_created_after_the_worker_is_gone_ends_at_once() {
     session.close();
     let mut first = session.events();
     collect_to_end(&mut first);
+    drop(first); // one live iterator at a time
     let mut late = session.events();
     assert_eq!(
         late.recv_timeout(HANG).unwrap_err(),
@@ -309,7 +314,8 @@ fn context_usage_warning_fires_once_when_the_history_passes_80_percent() {
         ScriptedTurn::text("c"),
     ];
     let profile = profile().with_context_window_size(100); // 400 characters
-    let mut h = harness_with(ScriptedModel::new(turns), profile, SessionConfig::default());
+    let config = SessionConfig::default().with_compaction(CompactionConfig::disabled());
+    let mut h = harness_with(ScriptedModel::new(turns), profile, config);
     h.session.submit("x".repeat(200)).unwrap();
     let first = collect_input(&mut h.events);
     assert!(

@@ -26,7 +26,7 @@ struct ShellHarness {
 
 fn shell_harness(turns: Vec<ScriptedTurn>, config: SessionConfig) -> ShellHarness {
     let dir = tempfile::tempdir().unwrap();
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     let profile = ProviderProfile::new("scripted", "scripted-model")
         .with_tool(tools::shell())
         .with_tool(tools::read_file())

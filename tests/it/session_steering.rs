@@ -170,15 +170,15 @@ fn follow_up_is_processed_after_the_current_input_completes() {
 
 #[test]
 fn follow_ups_run_in_order_and_run_waits_for_them() {
-    let (h, release) = gated_tool_harness(&["one", "two", "three"]);
+    let (mut h, release) = gated_tool_harness(&["one", "two", "three"]);
     let session = &h.session;
+    let events = &mut h.events;
     let outcome = std::thread::scope(|scope| {
         let runner = std::thread::Builder::new()
             .name("test-run".into())
             .spawn_scoped(scope, || session.run("task"))
             .unwrap();
-        let mut events = session.events();
-        collect_until(&mut events, |e| {
+        collect_until(events, |e| {
             matches!(e.kind, EventKind::ToolCallStart { .. })
         });
         session.follow_up("then two").unwrap();

@@ -19,7 +19,7 @@ fn session_with(calls: &[String], config: SessionConfig, dir: &std::path::Path) 
     let profile = ProviderProfile::new("scripted", "scripted")
         .with_tool(agentloop::tools::shell())
         .with_parallel_tool_calls(true);
-    let env = Arc::new(LocalExecutionEnvironment::new(dir));
+    let env = Arc::new(LocalExecutionEnvironment::new(dir).unwrap());
     Session::new(profile, env, Client::new().with_provider(model), config).unwrap()
 }
 

@@ -33,7 +33,7 @@ fn registry() -> ToolRegistry {
 
 /// Runs `name` with `arguments` in `dir` through the full registry.
 fn call(dir: &Path, name: &str, arguments: Value) -> ToolOutcome {
-    let env = LocalExecutionEnvironment::new(dir);
+    let env = LocalExecutionEnvironment::new(dir).unwrap();
     let cancel = CancelToken::new();
     let ctx = ToolContext::new(&env, "call-1", &cancel);
     match registry().prepare(&ToolCall::new("call-1", name, arguments)) {

@@ -28,7 +28,7 @@ fn run_in(
     arguments: Value,
     configure: impl FnOnce(&mut ToolContext<'_>),
 ) -> ToolOutcome {
-    let env = LocalExecutionEnvironment::new(dir);
+    let env = LocalExecutionEnvironment::new(dir).unwrap();
     let cancel = CancelToken::new();
     let mut ctx = ToolContext::new(&env, "c", &cancel);
     configure(&mut ctx);
@@ -146,7 +146,7 @@ fn a_timeout_longer_than_the_maximum_is_clamped() {
 #[test]
 fn output_reaches_the_context_callback_live_and_cancel_interrupts() {
     let dir = tempfile::tempdir().unwrap();
-    let env = LocalExecutionEnvironment::new(dir.path());
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
     let cancel = CancelToken::new();
     let (chunk_tx, chunk_rx) = crossbeam_channel::unbounded::<(OutputStream, Vec<u8>)>();
     let on_output = move |stream: OutputStream, chunk: &[u8]| {

@@ -450,7 +450,11 @@ fn local_env(work: &Path) -> Arc<dyn ExecutionEnvironment> {
             "postgres://app:hunter2-secret@db/app".to_string(),
         ),
     ]);
-    Arc::new(LocalExecutionEnvironment::new(work).with_base_env(base))
+    Arc::new(
+        LocalExecutionEnvironment::new(work)
+            .unwrap()
+            .with_base_env(base),
+    )
 }
 
 /// Tool calls as (id, name, arguments), from `TOOL_CALL_START` events.
@@ -830,7 +834,7 @@ fn subagents_of_a_recorded_session_run_and_their_events_land_in_the_parent_trans
     let profile = agentloop::profiles::anthropic("scripted-demo").with_provider_id("scripted");
     let session = Session::new(
         profile,
-        Arc::new(LocalExecutionEnvironment::new(dir.path())),
+        Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap()),
         Client::new().with_provider(ScriptedModel::dynamic(parent_and_child)),
         SessionConfig::default()
             .with_transcript(&path)
@@ -900,14 +904,15 @@ fn the_agent_cli_saves_a_transcript_and_resumes_it_with_the_earlier_conversation
         ["what is the answer?"]
     );
 
-    // An existing file is refused: nothing is overwritten.
+    // An existing file is refused before anything starts (bad usage): nothing is
+    // overwritten.
     let again = agent_cli(
         &first,
         dir.path(),
         dir.path(),
         &["--transcript", path_arg, "x"],
     );
-    assert_eq!(again.status, Some(1), "{}", again.all_output());
+    assert_eq!(again.status, Some(2), "{}", again.all_output());
     assert!(again.stderr.contains("already exists"), "{}", again.stderr);
 
     let second = Server::start(vec![Reply::sse(anthropic_sse("Still 42.", &[]))]);

@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-use super::protocol::{decode_base64, encode_base64};
+use crate::base64::{decode as decode_base64, encode as encode_base64};
 use crate::exec::{
     DirEntry, EnvInherit, EnvPolicy, ExecResult, FileContent, FileStat, GrepMatch, GrepOutput,
 };

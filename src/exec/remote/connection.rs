@@ -18,7 +18,8 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 
 use super::RemoteError;
-use super::protocol::{self, Line, MAX_LINE, decode_base64};
+use super::protocol::{self, Line, MAX_LINE};
+use crate::base64::decode as decode_base64;
 use crate::exec::OutputStream;
 use crate::exec::child::{StdioChild, StdioChildSpec};
 

@@ -25,9 +25,10 @@ use serde_json::{Value, json};
 
 use self::codec::*;
 use self::connection::{Connection, Incoming};
-use self::protocol::{FULL_ACCESS, PROTOCOL_VERSION, encode_base64};
+use self::protocol::{FULL_ACCESS, PROTOCOL_VERSION};
 use super::child::StdioChildSpec;
 use super::{EnvPolicy, LocalExecutionEnvironment, env};
+use crate::base64::encode as encode_base64;
 
 pub use server::SERVER_NAME;
 

@@ -199,54 +199,6 @@ pub(crate) fn kind_from_name(name: &str) -> io::ErrorKind {
         .unwrap_or(Other)
 }
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Standard base64 with padding.
-pub(crate) fn encode_base64(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// Decodes standard base64 (padding optional); `None` on any other character.
-pub(crate) fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=').as_bytes();
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for &c in text {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,13 +207,13 @@ mod tests {
     fn base64_round_trips_every_length_and_byte() {
         let bytes: Vec<u8> = (0..=255u8).collect();
         for len in 0..40 {
-            let encoded = encode_base64(&bytes[..len]);
-            assert_eq!(decode_base64(&encoded).unwrap(), &bytes[..len]);
+            let encoded = crate::base64::encode(&bytes[..len]);
+            assert_eq!(crate::base64::decode(&encoded).unwrap(), &bytes[..len]);
         }
-        assert_eq!(encode_base64(b"foobar"), "Zm9vYmFy");
-        assert_eq!(encode_base64(b"fo"), "Zm8=");
-        assert_eq!(decode_base64("Zm8"), Some(b"fo".to_vec()));
-        assert_eq!(decode_base64("Zm\n8"), None);
+        assert_eq!(crate::base64::encode(b"foobar"), "Zm9vYmFy");
+        assert_eq!(crate::base64::encode(b"fo"), "Zm8=");
+        assert_eq!(crate::base64::decode("Zm8"), Some(b"fo".to_vec()));
+        assert_eq!(crate::base64::decode("Zm\n8"), None);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::codec::*;
 use super::protocol::*;
 use super::signals;
+use crate::base64::encode as encode_base64;
 use crate::cancel::CancelToken;
 use crate::exec::{
     CommandRequest, ExecutionEnvironment, GrepOptions, LocalExecutionEnvironment, OutputStream,

@@ -9,8 +9,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::ID;
+use crate::base64;
 use crate::error::{Error, ErrorKind, Result};
-use crate::llm::base64;
 use crate::llm::wire::{parse_data_url, serialize_with_options, system_text};
 use crate::llm::{ContentPart, ImageData, Message, Request, Role, ToolChoice};
 

@@ -37,10 +37,12 @@ pub enum ReplayMode {
 }
 
 /// The request a replayed answer was given to: `settings` holds every field of the
-/// request and its leading (system) messages; the conversation after them is the first
-/// `history_messages` messages of the recording's history.
+/// request and its leading (system) messages; the conversation after them is the
+/// messages `history_start..history_messages` of the recording's history (a compaction
+/// starts a new history further on).
 pub(crate) struct ExpectedRequest {
     pub(crate) settings: Arc<Request>,
+    pub(crate) history_start: usize,
     pub(crate) history_messages: usize,
 }
 
@@ -48,7 +50,9 @@ impl ExpectedRequest {
     fn rebuild(&self, history: &[Message]) -> Request {
         let mut request = (*self.settings).clone();
         let end = self.history_messages.min(history.len());
-        request.messages.extend_from_slice(&history[..end]);
+        request
+            .messages
+            .extend_from_slice(&history[self.history_start.min(end)..end]);
         request
     }
 }

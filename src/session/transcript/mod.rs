@@ -25,6 +25,7 @@
 //! | `turn` | `turn`: one history [`Turn`] in its serde form — user input, steering, system messages, tool results, and model responses with every part exactly as the provider sent it (thinking and its signature, reasoning items, thought signatures) | each time the session appends a turn |
 //! | `request` | `turns`; `request` when it changed | before each model call |
 //! | `event` | `event`: one [`SessionEvent`] in its JSON form | every event, when [`SessionConfig::transcript_events`](super::SessionConfig::transcript_events) is on |
+//! | `compaction` | `reason` (`threshold`, `overflow`, `manual`), `history` (the whole compacted history: kept user messages, the summary turn, the recent turns), `request` and `answer` (the compaction request and the model's raw answer, when the model wrote the summary) | each time the history is compacted |
 //!
 //! A `request` record says what the model was asked. Its messages are the leading system
 //! message(s) stored in `request` followed by the messages of the first `turns` history
@@ -32,6 +33,11 @@
 //! [`Request`] serde form with only those leading messages, and is omitted when it equals
 //! the previous `request` record's — the system prompt and tool definitions are written
 //! once, not on every round. With the turns, that rebuilds every request exactly.
+//!
+//! A `compaction` record replaces the history: the turns it holds are the history from
+//! then on, and the `turns` of later `request` records count from its first turn. The
+//! turns before it stay in the file (and in the reader, for replay), so every request of
+//! the session can still be rebuilt.
 //!
 //! # Reading rules
 //!
@@ -78,6 +84,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::SessionEvent;
+use super::compaction::CompactionReason;
 use super::history::{History, Turn};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::Request;
@@ -129,6 +136,14 @@ enum RecordIn {
     Event {
         event: Value,
     },
+    Compaction {
+        #[serde(default)]
+        history: History,
+        #[serde(default)]
+        request: Option<Request>,
+        #[serde(default)]
+        answer: Option<String>,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -149,12 +164,24 @@ enum RecordOut<'a> {
     Event {
         event: &'a SessionEvent,
     },
+    Compaction {
+        reason: CompactionReason,
+        history: &'a History,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request: Option<&'a Request>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        answer: Option<&'a str>,
+    },
 }
 
 /// A `request` record with its settings resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct RequestRecord {
-    /// History turns the conversation was built from.
+    /// Where the history the request was built from starts among all recorded turns
+    /// (after a compaction, its copy of the compacted history).
+    pub(crate) start: usize,
+    /// The end (exclusive) of the turns the conversation was built from, among all
+    /// recorded turns.
     pub(crate) turns: usize,
     /// The request with only its leading (system) messages.
     pub(crate) settings: Arc<Request>,
@@ -176,7 +203,13 @@ pub(crate) struct RequestRecord {
 pub struct Transcript {
     header: TranscriptHeader,
     resumes: Vec<TranscriptHeader>,
+    /// Every recorded turn, compacted histories included (each copied in full).
+    all: History,
+    /// The current history: the turns since the last compaction's copy began.
     history: History,
+    /// The ranges of `all` that are copies made by compaction records.
+    copies: Vec<std::ops::Range<usize>>,
+    compactions: Vec<CompactionRecord>,
     requests: Vec<RequestRecord>,
     events: Vec<SessionEvent>,
     torn_last_line: Option<String>,
@@ -256,18 +289,27 @@ impl Transcript {
         &self.resumes
     }
 
-    /// The conversation history: every turn of every segment, in order.
+    /// The conversation history: every turn of every segment, in order; after a
+    /// compaction, the compacted history and the turns after it (what a resumed session
+    /// continues from).
     pub fn history(&self) -> &History {
         &self.history
+    }
+
+    /// How many compactions were recorded.
+    pub fn compaction_count(&self) -> usize {
+        self.compactions.len()
     }
 
     /// The texts of the user inputs, in order (what a host submits again to replay the
     /// session).
     pub fn user_inputs(&self) -> Vec<&str> {
-        self.history
+        self.all
             .turns()
             .iter()
-            .filter_map(|turn| match turn {
+            .enumerate()
+            .filter(|(index, _)| !self.is_copy(*index))
+            .filter_map(|(_, turn)| match turn {
                 Turn::User(user) => Some(user.content.as_str()),
                 _ => None,
             })
@@ -282,8 +324,8 @@ impl Transcript {
     /// The `index`-th (0-based) recorded request, rebuilt exactly as it was sent.
     pub fn request(&self, index: usize) -> Option<Request> {
         let record = self.requests.get(index)?;
-        let end = record.turns.min(self.history.len());
-        let prefix = History::from_turns(self.history.turns()[..end].to_vec());
+        let end = record.turns.min(self.all.len());
+        let prefix = History::from_turns(self.all.turns()[record.start.min(end)..end].to_vec());
         let mut request = (*record.settings).clone();
         request.messages.extend(prefix.to_messages());
         Some(request)
@@ -309,6 +351,20 @@ impl Transcript {
         &self.requests
     }
 
+    pub(crate) fn compaction_records(&self) -> &[CompactionRecord] {
+        &self.compactions
+    }
+
+    /// Every recorded turn, compacted histories' copies included.
+    pub(crate) fn all_turns(&self) -> &History {
+        &self.all
+    }
+
+    /// Whether turn `index` of [`all_turns`](Self::all_turns) is a compaction's copy.
+    pub(crate) fn is_copy(&self, index: usize) -> bool {
+        self.copies.iter().any(|range| range.contains(&index))
+    }
+
     /// The session id of the last segment (the one a resume continues from).
     pub(crate) fn last_session_id(&self) -> &str {
         self.resumes
@@ -317,12 +373,25 @@ impl Transcript {
     }
 }
 
+/// A `compaction` record: where its copy starts among all turns, and the summary
+/// request and the model's answer when the model wrote the summary.
+#[derive(Debug, Clone)]
+pub(crate) struct CompactionRecord {
+    pub(crate) position: usize,
+    pub(crate) request: Option<Arc<Request>>,
+    pub(crate) answer: Option<String>,
+}
+
 /// Collects records into a [`Transcript`].
 #[derive(Default)]
 struct Builder {
     header: Option<TranscriptHeader>,
     resumes: Vec<TranscriptHeader>,
     turns: Vec<Turn>,
+    /// Where the current history starts in `turns`.
+    epoch_start: usize,
+    copies: Vec<std::ops::Range<usize>>,
+    compactions: Vec<CompactionRecord>,
     requests: Vec<RequestRecord>,
     events: Vec<SessionEvent>,
     warnings: Vec<String>,
@@ -365,13 +434,33 @@ impl Builder {
                         ));
                     }
                 };
-                if turns > self.turns.len() {
+                let available = self.turns.len() - self.epoch_start;
+                if turns > available {
                     return invalid(format!(
-                        "line {number}: the request names {turns} turns but only {} precede it",
-                        self.turns.len()
+                        "line {number}: the request names {turns} turns but only {available} \
+                         precede it"
                     ));
                 }
-                self.requests.push(RequestRecord { turns, settings });
+                self.requests.push(RequestRecord {
+                    start: self.epoch_start,
+                    turns: self.epoch_start + turns,
+                    settings,
+                });
+            }
+            RecordIn::Compaction {
+                history,
+                request,
+                answer,
+            } => {
+                let start = self.turns.len();
+                self.turns.extend(history.turns().iter().cloned());
+                self.epoch_start = start;
+                self.copies.push(start..self.turns.len());
+                self.compactions.push(CompactionRecord {
+                    position: start,
+                    request: request.map(Arc::new),
+                    answer,
+                });
             }
             RecordIn::Event { event } => match serde_json::from_value::<SessionEvent>(event) {
                 Ok(event) => self.events.push(event),
@@ -393,10 +482,14 @@ impl Builder {
                 "the transcript holds no header record",
             ));
         };
+        let history = History::from_turns(self.turns[self.epoch_start..].to_vec());
         Ok(Transcript {
             header,
             resumes: self.resumes,
-            history: History::from_turns(self.turns),
+            all: History::from_turns(self.turns),
+            history,
+            copies: self.copies,
+            compactions: self.compactions,
             requests: self.requests,
             events: self.events,
             torn_last_line: self.torn,

@@ -28,32 +28,54 @@ impl ScriptedModel {
     ///
     /// The host submits the same inputs again ([`Transcript::user_inputs`]).
     ///
-    /// ```no_run
+    /// Record a session with a tool call, then replay it strictly — a regression test of
+    /// the whole loop (here the recorded model is itself scripted; any real session's
+    /// transcript works the same way). A mismatch would make `run` return `Err`:
+    ///
+    /// ```
     /// use std::sync::Arc;
     /// use agentloop::exec::LocalExecutionEnvironment;
     /// use agentloop::llm::Client;
-    /// use agentloop::llm::scripted::{ReplayMode, ScriptedModel};
+    /// use agentloop::llm::scripted::{ReplayMode, ScriptedModel, ScriptedTurn};
     /// use agentloop::profiles::ProviderProfile;
+    /// use agentloop::serde_json::json;
     /// use agentloop::session::transcript::Transcript;
     /// use agentloop::session::{Session, SessionConfig};
     ///
-    /// let transcript = Transcript::read("session.jsonl")?;
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("session.jsonl");
+    /// let profile = || {
+    ///     ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell())
+    /// };
+    /// let env = Arc::new(LocalExecutionEnvironment::new(dir.path())?);
+    ///
+    /// // Record.
+    /// let recorded = ScriptedModel::new(vec![
+    ///     ScriptedTurn::tool_call("shell", json!({"command": "echo recorded > out.txt"})),
+    ///     ScriptedTurn::text("Wrote out.txt."),
+    /// ]);
+    /// let config = SessionConfig::default().with_transcript(&path);
+    /// let session = Session::new(profile(), env.clone(), Client::new().with_provider(recorded), config)?;
+    /// session.run("write out.txt")?;
+    /// drop(session); // closes the transcript
+    ///
+    /// // Replay: the same inputs, every request checked against the recorded one.
+    /// let transcript = Transcript::read(&path)?;
     /// let model = ScriptedModel::from_transcript(&transcript, ReplayMode::Strict);
-    /// let client = Client::new().with_provider(model);
-    /// let profile = ProviderProfile::new(&transcript.header().profile, &transcript.header().model);
-    /// let env = Arc::new(LocalExecutionEnvironment::new(&transcript.header().working_directory));
-    /// let session = Session::new(profile, env, client, SessionConfig::default())?;
+    /// let session = Session::new(profile(), env, Client::new().with_provider(model), SessionConfig::default())?;
     /// for input in transcript.user_inputs() {
-    ///     session.run(input)?;
+    ///     let outcome = session.run(input)?; // Err on the first difference
+    ///     assert_eq!(outcome.text, "Wrote out.txt.");
     /// }
-    /// # Ok::<(), agentloop::Error>(())
+    /// assert_eq!(std::fs::read_to_string(dir.path().join("out.txt"))?, "recorded\n");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_transcript(transcript: &Transcript, mode: ReplayMode) -> ScriptedModel {
-        let history = transcript.history();
+        let history = transcript.all_turns();
         let (messages, offsets) = history.messages_with_offsets();
         let turns = history.turns();
         let answer_at = |index: usize| match turns.get(index) {
-            Some(Turn::Assistant(_)) => Some(index),
+            Some(Turn::Assistant(_)) if !transcript.is_copy(index) => Some(index),
             _ => None,
         };
         let mut claimed = vec![false; turns.len()];
@@ -66,6 +88,7 @@ impl ScriptedModel {
             }
             let expected = ExpectedRequest {
                 settings: Arc::clone(&record.settings),
+                history_start: offsets[record.start.min(turns.len())],
                 history_messages: offsets[record.turns.min(turns.len())],
             };
             pending.push((
@@ -76,9 +99,25 @@ impl ScriptedModel {
                 },
             ));
         }
+        // A compaction the model summarised: its request and answer, where it happened.
+        for compaction in transcript.compaction_records() {
+            if let (Some(request), Some(answer)) = (&compaction.request, &compaction.answer) {
+                pending.push((
+                    compaction.position,
+                    ReplayStep {
+                        request: Some(ExpectedRequest {
+                            settings: Arc::clone(request),
+                            history_start: 0,
+                            history_messages: 0,
+                        }),
+                        answer: Some(ScriptedTurn::text(answer.clone())),
+                    },
+                ));
+            }
+        }
         // Responses without a request record (hand-written transcripts) keep their place.
         for (index, turn) in turns.iter().enumerate() {
-            if matches!(turn, Turn::Assistant(_)) && !claimed[index] {
+            if matches!(turn, Turn::Assistant(_)) && !claimed[index] && !transcript.is_copy(index) {
                 pending.push((
                     index,
                     ReplayStep {

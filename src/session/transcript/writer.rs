@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use super::{RecordOut, Transcript, TranscriptHeader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::Request;
-use crate::session::history::Turn;
+use crate::session::compaction::CompactionReason;
+use crate::session::history::{History, Turn};
 use crate::session::{SessionEvent, lock};
 
 /// Appends records to a transcript file.
@@ -147,6 +148,23 @@ impl TranscriptWriter {
     /// Records a history turn. `Some(message)` on the first failed write.
     pub(crate) fn turn(&self, turn: &Turn) -> Option<String> {
         self.write(&RecordOut::Turn { turn })
+    }
+
+    /// Records a compaction: the new `history` in full, and the summary request and the
+    /// model's raw answer when the model wrote the summary. `Some(message)` on the first
+    /// failed write.
+    pub(crate) fn compaction(
+        &self,
+        reason: CompactionReason,
+        history: &History,
+        call: Option<(&Request, &str)>,
+    ) -> Option<String> {
+        self.write(&RecordOut::Compaction {
+            reason,
+            history,
+            request: call.map(|(request, _)| request),
+            answer: call.map(|(_, answer)| answer),
+        })
     }
 
     /// Records an event. `Some(message)` on the first failed write.

@@ -344,7 +344,7 @@ impl Run {
     pub fn with(kit: Kit, server: Server, config: SessionConfig, setup: impl FnOnce(&Path)) -> Run {
         let dir = tempfile::tempdir().expect("temp dir");
         setup(dir.path());
-        let env = Arc::new(LocalExecutionEnvironment::new(dir.path()));
+        let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
         let session =
             Session::new(kit.profile(), env, kit.client(&server), config).expect("session starts");
         let events = session.events();

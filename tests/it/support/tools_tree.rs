@@ -84,7 +84,7 @@ pub fn describe_difference(actual: &Snapshot, expected: &Snapshot) -> String {
 
 /// Runs `call` against `tool` in `working_dir` and returns the outcome.
 pub fn run_tool(tool: RegisteredTool, working_dir: &Path, call: &ToolCall) -> ToolOutcome {
-    let env = LocalExecutionEnvironment::new(working_dir);
+    let env = LocalExecutionEnvironment::new(working_dir).unwrap();
     let mut registry = ToolRegistry::new();
     registry.register(tool);
     let cancel = CancelToken::new();
