@@ -68,10 +68,12 @@ impl ExecutionEnvironment for Audited {
         self.inner.write_file(path, content)
     }
 
-    // The rest goes to the local environment unchanged.
+    // The rest goes to the local environment unchanged. `write_file_if_unchanged` is left
+    // out on purpose: its default checks and then calls the audited `write_file` above.
     agentloop::forward_execution_environment!(self.inner =>
         read_file, read_bytes, remove_file, file_exists, stat, list_directory, grep, glob,
-        initialize, cleanup, working_directory, platform, os_version, max_command_timeout);
+        initialize, warnings, cleanup, working_directory, platform, os_version,
+        max_command_timeout);
 }
 
 fn main() -> agentloop::Result<()> {

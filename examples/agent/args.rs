@@ -43,6 +43,12 @@ OPTIONS:
     --approve MODE          auto: run every tool call (default)
                             ask: ask on the terminal before each shell command or write
                             (refused when there is no terminal)
+    --sandbox MODE          read-only | workspace-write (default) | full-access: what
+                            commands and file tools may write (Landlock + seccomp on Linux)
+    --network on|off        whether commands may use the network (default: off under a
+                            sandbox, on with full-access)
+    --sandbox-best-effort   run even where the kernel cannot enforce the whole sandbox
+                            (a warning names what is not enforced); default: refuse to run
     --json                  print one JSON object per session event on stdout, nothing else
     --transcript PATH       save the session as JSON Lines in PATH (a new file); with
                             --resume, where the continued session is saved instead
@@ -154,6 +160,12 @@ pub struct Options {
     pub context_window: Option<usize>,
     pub timeout_ms: Option<u64>,
     pub approve: ApproveMode,
+    /// `--sandbox`: `read-only`, `workspace-write` or `full-access` (`None`: the default).
+    pub sandbox: Option<String>,
+    /// `--network`: `Some(true)` for on.
+    pub network: Option<bool>,
+    /// `--sandbox-best-effort`.
+    pub sandbox_best_effort: bool,
     pub json: bool,
     /// `--send-openai-key`: OPENAI_API_KEY may go to a non-OpenAI `--base-url`.
     pub send_openai_key: bool,
@@ -232,6 +244,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "-V" | "--version" => return Ok(Command::Version),
             "--json" => options.json = true,
             "--send-openai-key" => options.send_openai_key = true,
+            "--sandbox-best-effort" => options.sandbox_best_effort = true,
             "--provider" => {
                 let text = value("anthropic, openai, openai-chat, gemini or demo")?;
                 options.provider = Some(ProviderName::parse(&text).ok_or_else(|| {
@@ -285,6 +298,24 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             }
             "--reasoning-effort" => {
                 options.reasoning_effort = Some(non_empty(&name, value("low, medium or high")?)?)
+            }
+            "--sandbox" => {
+                let mode = value("read-only, workspace-write or full-access")?;
+                if !["read-only", "workspace-write", "full-access"].contains(&mode.as_str()) {
+                    return Err(usage(format!(
+                        "unknown sandbox `{mode}`; use read-only, workspace-write or full-access"
+                    )));
+                }
+                options.sandbox = Some(mode);
+            }
+            "--network" => {
+                options.network = match value("on or off")?.as_str() {
+                    "on" => Some(true),
+                    "off" => Some(false),
+                    other => {
+                        return Err(usage(format!("unknown network `{other}`; use on or off")));
+                    }
+                }
             }
             "--approve" => {
                 options.approve = match value("auto or ask")?.as_str() {

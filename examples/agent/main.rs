@@ -20,6 +20,7 @@ mod keys;
 mod mcp;
 mod remote;
 mod render;
+mod sandbox;
 mod setup;
 mod signals;
 
@@ -30,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
+use agentloop::exec::ExecutionEnvironment;
 use agentloop::llm::ToolCall;
 use agentloop::session::{
     Approval, ApprovalResponder, CloseReason, EventKind, Events, RecvError, Session, SessionConfig,
@@ -139,19 +140,40 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
             return EXIT_ERROR;
         }
     };
+    if remote.is_some()
+        && options
+            .sandbox
+            .as_deref()
+            .is_some_and(|s| s != "full-access")
+    {
+        return usage_error(
+            "--sandbox applies to tools on this machine; with --remote the exec-server runs \
+             them with full access (contain it on the remote side)",
+        );
+    }
+    // Where the tools run, and how the header names it.
+    let (env, mut place): (Arc<dyn ExecutionEnvironment>, String) = match remote {
+        Some((env, header)) => (env, format!("{header} · no sandbox (remote)")),
+        None => match sandbox::environment(&options, &setup.cwd) {
+            Ok(local) => {
+                let place = format!("{} · {}", setup.cwd.display(), sandbox::describe(&local));
+                (Arc::new(local), place)
+            }
+            Err(message) => {
+                eprintln!("agent: {message}");
+                return EXIT_ERROR;
+            }
+        },
+    };
+    if let Some(url) = &setup.endpoint {
+        place = format!("{place} · requests to {url}");
+    }
     let stdout_is_terminal = signals::is_terminal(io::stdout().as_raw_fd());
     let mut output = if options.json {
         Output::Json
     } else {
         let colour = stdout_is_terminal && std::env::var_os("NO_COLOR").is_none();
         let indicator = signals::is_terminal(io::stderr().as_raw_fd());
-        let mut place = match &remote {
-            Some((_, header)) => header.clone(),
-            None => setup.cwd.display().to_string(),
-        };
-        if let Some(url) = &setup.endpoint {
-            place = format!("{place} · requests to {url}");
-        }
         Output::Human(Box::new(Human::new(
             colour,
             indicator,
@@ -176,7 +198,6 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
 
     control.one_shot.store(prompt.is_some(), Ordering::SeqCst);
     *lock(&control.slot) = Slot::Starting;
-    let env = remote.map(|(env, _)| env);
     let session = match start_session(&options, &setup, env) {
         Ok(session) => Arc::new(session),
         Err(err) => {
@@ -282,12 +303,8 @@ impl Run<'_> {
 fn start_session(
     options: &Options,
     setup: &setup::Setup,
-    remote: Option<Arc<dyn ExecutionEnvironment>>,
+    env: Arc<dyn ExecutionEnvironment>,
 ) -> agentloop::Result<Session> {
-    let env: Arc<dyn ExecutionEnvironment> = match remote {
-        Some(env) => env,
-        None => Arc::new(LocalExecutionEnvironment::new(&setup.cwd)?),
-    };
     let mut config = SessionConfig::default();
     if let Some(path) = &options.hooks {
         let hooks = hooks::load(path, env.clone())

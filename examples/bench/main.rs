@@ -16,6 +16,7 @@ mod loop_;
 mod mcp;
 mod prompt;
 mod remote;
+mod sandbox;
 mod size;
 mod sse;
 mod subagents;
@@ -64,6 +65,7 @@ const SECTIONS: &[Section] = &[
     ("size", size::run),
     ("transcript", transcript::run),
     ("compaction", compaction::run),
+    ("sandbox", sandbox::run),
     ("mcp", mcp::run),
     ("remote", remote::run),
 ];

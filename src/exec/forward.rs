@@ -14,7 +14,7 @@
 ///   pointer (how `Arc<E>` and `Box<E>` implement the trait).
 ///
 /// Every trait method has a name here, the provided ones (`initialize`, `cleanup`,
-/// `max_command_timeout`) included: a decorator that leaves a provided method out gets the
+/// `max_command_timeout`, `write_file_if_unchanged`, `warnings`) included: a decorator that leaves a provided method out gets the
 /// trait's default, not the inner environment's, so list it to forward it. A name that is not a
 /// method of the trait does not compile. The trait's documentation has an example.
 #[macro_export]
@@ -46,6 +46,22 @@ macro_rules! forward_execution_environment {
     (@method $to:tt write_file) => {
         fn write_file(&self, path: &::std::path::Path, content: &[u8]) -> ::std::io::Result<()> {
             $crate::forward_execution_environment!(@to self $to).write_file(path, content)
+        }
+    };
+    (@method $to:tt write_file_if_unchanged) => {
+        fn write_file_if_unchanged(
+            &self,
+            path: &::std::path::Path,
+            content: &[u8],
+            expected: &$crate::exec::FileStat,
+        ) -> ::std::io::Result<()> {
+            $crate::forward_execution_environment!(@to self $to)
+                .write_file_if_unchanged(path, content, expected)
+        }
+    };
+    (@method $to:tt warnings) => {
+        fn warnings(&self) -> ::std::vec::Vec<::std::string::String> {
+            $crate::forward_execution_environment!(@to self $to).warnings()
         }
     };
     (@method $to:tt remove_file) => {

@@ -10,13 +10,16 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::redact::{Redactor, StreamRedactor};
 use super::{
     CommandRequest, DirEntry, EnvPolicy, ExecResult, ExecutionEnvironment, FileContent, FileStat,
-    GrepOptions, GrepOutput, OutputCallback, env, files, process, search,
+    GrepOptions, GrepOutput, OutputCallback, OutputStream, env, files, process, sandbox, search,
 };
 use crate::cancel::CancelToken;
+use crate::exec::sandbox::{Sandbox, SandboxError};
 
 /// How long a process group gets between SIGTERM and SIGKILL by default (spec §5.4).
 const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -25,12 +28,15 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Runs tools on the local machine (spec §4.2).
 ///
-/// - **Paths**: relative paths resolve against the working directory; absolute paths are
-///   used as given (this environment is not a sandbox; wrap it to restrict it).
+/// - **Paths**: relative paths resolve against the working directory. A path inside the
+///   working directory is resolved beneath it: a symlink (or `..`) leading out is an error,
+///   race-free (see the `sandbox` module); other absolute paths are used as given unless a
+///   [`Sandbox`] limits writes to its roots (`with_sandbox`).
 /// - **Files**: a text read with a NUL byte in the first 8 KiB is a binary file (an
 ///   `InvalidData` error); invalid UTF-8 in text is replaced with U+FFFD. Writes are atomic
 ///   (temporary file beside the target, `fsync`, rename), create parent directories, keep
-///   the permissions of the file they replace, and write through symlinks.
+///   the permissions of the file they replace, and write through symlinks that stay beneath
+///   the root.
 ///   `list_directory` lists `.git` but never descends into it.
 /// - **Commands** run as `/bin/bash -c COMMAND` (`/bin/sh` when bash is missing) in their
 ///   own process group, with stdin from `/dev/null`. On timeout or cancel the group gets
@@ -41,6 +47,16 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 ///   first and last 1 MiB; the byte totals are exact.
 /// - **Environment**: commands get the base environment filtered by an [`EnvPolicy`] (by
 ///   default everything except secrets), plus the request's explicit variables.
+/// - **Secrets stay out of tool output**: every value the filter withheld as a secret (by
+///   name or by value, 8 bytes or longer), and every value given to
+///   [`with_secret`](Self::with_secret), is replaced by `[REDACTED:NAME]` in what this
+///   environment returns: command output (the live pieces too, also when a value is split
+///   between two pieces), `read_file` text, `read_bytes` content and grep lines. So a
+///   command that prints the agent's own environment (`tr '\0' '\n' < /proc/$PPID/environ`)
+///   shows no key. Writing a marker back (`write_file` content holding `[REDACTED:NAME]`) is
+///   refused, so an edit of a file that holds a secret never replaces the secret with its
+///   marker. Only literal occurrences are replaced: a command can still encode a secret
+///   it can read, so a host keeps keys out of the process environment (see the README).
 ///
 /// ```
 /// use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
@@ -77,8 +93,14 @@ pub struct LocalExecutionEnvironment {
     policy: EnvPolicy,
     /// `base_env` filtered by `policy`, recomputed whenever either changes.
     command_env: BTreeMap<String, String>,
+    /// Secrets given with `with_secret`, redacted besides the withheld ones.
+    extra_secrets: Vec<(String, String)>,
+    /// The values replaced in tool output, recomputed with `command_env`.
+    redactor: Arc<Redactor>,
     kill_grace: Duration,
     max_timeout: Duration,
+    /// The sandbox resolved for the working directory; `None` is full access.
+    sandbox: Option<std::sync::Arc<sandbox::Active>>,
 }
 
 impl fmt::Debug for LocalExecutionEnvironment {
@@ -88,8 +110,10 @@ impl fmt::Debug for LocalExecutionEnvironment {
             .field("working_dir", &self.working_dir)
             .field("policy", &self.policy)
             .field("inherited_variables", &self.command_env.len())
+            .field("redacted_values", &self.redactor.len())
             .field("kill_grace", &self.kill_grace)
             .field("max_timeout", &self.max_timeout)
+            .field("sandbox", &self.sandbox.as_ref().map(|a| &a.sandbox))
             .finish()
     }
 }
@@ -139,14 +163,51 @@ impl LocalExecutionEnvironment {
             .collect();
         let policy = EnvPolicy::default();
         let command_env = env::filter(&base_env, &policy);
+        let redactor = Arc::new(Redactor::for_environment(&base_env, &policy, &[]));
         Ok(LocalExecutionEnvironment {
             working_dir,
             base_env,
             policy,
             command_env,
+            extra_secrets: Vec::new(),
+            redactor,
             kill_grace: DEFAULT_KILL_GRACE,
             max_timeout: DEFAULT_MAX_TIMEOUT,
+            sandbox: None,
         })
+    }
+
+    /// Runs commands and the file tools' writes under `sandbox` (see [`Sandbox`] for what
+    /// enforces what). The Landlock ABI is probed here (once per process); with
+    /// [`Enforcement::Required`](super::Enforcement::Required), a kernel that cannot enforce
+    /// the policy is an error now, before anything runs.
+    pub fn with_sandbox(
+        mut self,
+        sandbox: Sandbox,
+    ) -> Result<LocalExecutionEnvironment, SandboxError> {
+        let tmpdir = self.command_env.get("TMPDIR").map(Path::new);
+        let active = sandbox::Active::new(sandbox, &self.working_dir, tmpdir)?;
+        self.sandbox = active.restricts().then(|| std::sync::Arc::new(active));
+        Ok(self)
+    }
+
+    /// The sandbox in force (`None`: full access).
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        self.sandbox.as_ref().map(|a| &a.sandbox)
+    }
+
+    /// The Landlock ABI commands run under (0: none or no sandbox).
+    pub fn landlock_abi(&self) -> u32 {
+        self.sandbox.as_ref().map_or(0, |a| a.abi)
+    }
+
+    /// What the sandbox cannot enforce on this system (empty when everything is, or when
+    /// there is no sandbox); a session emits each as a `WARNING` event when it starts.
+    pub fn sandbox_warnings(&self) -> Vec<String> {
+        self.sandbox
+            .as_ref()
+            .map(|a| a.warnings.clone())
+            .unwrap_or_default()
     }
 
     /// Replaces the base environment commands inherit (filtered by the policy): how a host
@@ -157,6 +218,7 @@ impl LocalExecutionEnvironment {
     ) -> LocalExecutionEnvironment {
         self.command_env = env::filter(&base_env, &self.policy);
         self.base_env = base_env;
+        self.update_redactor();
         self
     }
 
@@ -176,7 +238,29 @@ impl LocalExecutionEnvironment {
     pub fn with_env_policy(mut self, policy: EnvPolicy) -> LocalExecutionEnvironment {
         self.command_env = env::filter(&self.base_env, &policy);
         self.policy = policy;
+        self.update_redactor();
         self
+    }
+
+    /// Adds a secret to redact from tool output as `[REDACTED:NAME]`: for a key the host
+    /// holds outside the process environment (read from a file, say). Values shorter than
+    /// 8 bytes are ignored.
+    pub fn with_secret(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> LocalExecutionEnvironment {
+        self.extra_secrets.push((name.into(), value.into()));
+        self.update_redactor();
+        self
+    }
+
+    fn update_redactor(&mut self) {
+        self.redactor = Arc::new(Redactor::for_environment(
+            &self.base_env,
+            &self.policy,
+            &self.extra_secrets,
+        ));
     }
 
     /// Sets how long a process group gets between SIGTERM and SIGKILL (default 2 s).
@@ -212,6 +296,100 @@ impl LocalExecutionEnvironment {
     }
 }
 
+impl LocalExecutionEnvironment {
+    /// Where `path` (absolute, lexically normal) is confined for reads: beneath the working
+    /// directory when it lies in it, else beneath `/` (the caller allowed outside paths).
+    fn read_root(&self, path: &Path) -> (PathBuf, PathBuf) {
+        let wd = crate::exec::normalize(&self.working_dir);
+        match path.strip_prefix(&wd) {
+            Ok(rest) => (canonical_dir(&wd), rest.to_path_buf()),
+            Err(_) => (
+                PathBuf::from("/"),
+                path.strip_prefix("/").unwrap_or(path).to_path_buf(),
+            ),
+        }
+    }
+
+    /// Opens `path` for reading, resolved beneath its root (no symlink out of the working
+    /// directory for a path inside it).
+    /// Refuses content holding a redaction marker: writing it back would replace the secret
+    /// the marker stands for.
+    fn refuse_markers(&self, path: &Path, content: &[u8]) -> io::Result<()> {
+        match self.redactor.marker_in(content) {
+            None => Ok(()),
+            Some(marker) => Err(files::error(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "refused to write `{}`: the content holds `{marker}`, which stands for a \
+                     secret hidden from tools; writing it would replace the secret in the \
+                     file. Change the file without that part (for example with a command)",
+                    path.display()
+                ),
+            )),
+        }
+    }
+
+    fn open_for_read(&self, path: &Path) -> io::Result<(std::fs::File, PathBuf)> {
+        let full = crate::exec::normalize(&self.resolve(path));
+        let (root, relative) = self.read_root(&full);
+        let file = sandbox::beneath::open_read(&root, &relative, path)
+            .map_err(|e| files::describe(e, "read", path))?;
+        Ok((file, path.to_path_buf()))
+    }
+
+    /// Checks that `path` resolves beneath its root (the working directory for a path in
+    /// it) and returns an `O_PATH` descriptor of it. Listing and searching then go by path:
+    /// a directory swapped for a link between the check and the walk is not covered.
+    fn open_path(&self, path: &Path) -> io::Result<std::fs::File> {
+        let full = crate::exec::normalize(&self.resolve(path));
+        let (root, relative) = self.read_root(&full);
+        sandbox::beneath::open_path(&root, &relative, path)
+            .map_err(|e| files::describe(e, "stat", path))
+    }
+
+    /// Runs `op` with the write scope of `path`: beneath the writable root it lies in
+    /// (under a sandbox; outside them is an error), beneath the working directory when it
+    /// lies in it, else beneath `/`.
+    fn with_write_scope<T>(
+        &self,
+        path: &Path,
+        op: impl FnOnce(&files::WriteScope<'_>) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let mut full = crate::exec::normalize(&self.resolve(path));
+        let wd = crate::exec::normalize(&self.working_dir);
+        if let Ok(rest) = full.strip_prefix(&wd) {
+            full = canonical_dir(&wd).join(rest);
+        }
+        let no_check = |_: &Path| Ok(());
+        match &self.sandbox {
+            Some(active) => {
+                let (root, relative) = active.writable_root_of(&full)?;
+                let check = |rel: &Path| active.check_protected(root, rel);
+                op(&files::WriteScope {
+                    root,
+                    relative,
+                    shown: path,
+                    check: &check,
+                })
+            }
+            None => {
+                let (root, relative) = self.read_root(&full);
+                op(&files::WriteScope {
+                    root: &root,
+                    relative: &relative,
+                    shown: path,
+                    check: &no_check,
+                })
+            }
+        }
+    }
+}
+
+/// The canonical form of a directory (itself when it cannot be resolved).
+fn canonical_dir(dir: &Path) -> PathBuf {
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
 impl ExecutionEnvironment for LocalExecutionEnvironment {
     fn read_file(
         &self,
@@ -219,19 +397,44 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         offset: Option<usize>,
         limit: Option<usize>,
     ) -> io::Result<FileContent> {
-        files::read_text(&self.resolve(path), offset, limit)
+        let (file, shown) = self.open_for_read(path)?;
+        let mut content = files::read_text(file, &shown, offset, limit)?;
+        self.redactor.in_place(&mut content.text);
+        Ok(content)
     }
 
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
-        files::read_bytes(&self.resolve(path))
+        let (file, shown) = self.open_for_read(path)?;
+        let bytes = files::read_bytes(file, &shown)?;
+        Ok(match self.redactor.bytes(&bytes) {
+            std::borrow::Cow::Borrowed(_) => bytes,
+            std::borrow::Cow::Owned(redacted) => redacted,
+        })
     }
 
     fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
-        files::write_atomic(&self.resolve(path), content)
+        self.refuse_markers(path, content)?;
+        self.with_write_scope(path, |scope| files::write_atomic(scope, content, None))
+    }
+
+    fn write_file_if_unchanged(
+        &self,
+        path: &Path,
+        content: &[u8],
+        expected: &FileStat,
+    ) -> io::Result<()> {
+        self.refuse_markers(path, content)?;
+        self.with_write_scope(path, |scope| {
+            files::write_atomic(scope, content, Some(expected))
+        })
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.sandbox_warnings()
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        files::remove_file(&self.resolve(path))
+        self.with_write_scope(path, files::remove_file)
     }
 
     fn file_exists(&self, path: &Path) -> bool {
@@ -239,10 +442,19 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 
     fn stat(&self, path: &Path) -> io::Result<FileStat> {
-        files::stat(&self.resolve(path))
+        let meta = self
+            .open_path(path)?
+            .metadata()
+            .map_err(|e| files::describe(e, "stat", path))?;
+        Ok(FileStat {
+            is_dir: meta.is_dir(),
+            size: meta.len(),
+            modified: meta.modified().ok(),
+        })
     }
 
     fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
+        self.open_path(path)?;
         files::list_directory(&self.resolve(path), depth)
     }
 
@@ -267,7 +479,14 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         }
         let mut vars = self.command_env.clone();
         vars.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let prepared = match &self.sandbox {
+            Some(active) => Some(sandbox::spawn::Prepared::new(active).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot prepare the sandbox: {e}"))
+            })?),
+            None => None,
+        };
         let spec = process::Spawn {
+            sandbox: prepared.as_ref().map(sandbox::spawn::Prepared::hook),
             command: &request.command,
             cwd: &cwd,
             env: &vars,
@@ -275,14 +494,53 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             kill_grace: self.kill_grace,
             stdin: request.stdin.as_deref(),
         };
-        process::run(&spec, on_output, cancel)
+        if self.redactor.is_empty() {
+            return process::run(&spec, on_output, cancel);
+        }
+        let redactor = &*self.redactor;
+        let streams = [
+            Mutex::new(StreamRedactor::default()),
+            Mutex::new(StreamRedactor::default()),
+        ];
+        let index = |stream| match stream {
+            OutputStream::Stdout => 0,
+            OutputStream::Stderr => 1,
+        };
+        let redacting = |stream: OutputStream, piece: &[u8]| {
+            let mut state = streams[index(stream)]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let shown = state.push(redactor, piece);
+            if !shown.is_empty() {
+                on_output(stream, &shown);
+            }
+        };
+        let mut result = process::run(&spec, &redacting, cancel)?;
+        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            let rest = streams[index(stream)]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .finish();
+            if !rest.is_empty() {
+                on_output(stream, &rest);
+            }
+        }
+        redactor.in_place(&mut result.stdout);
+        redactor.in_place(&mut result.stderr);
+        Ok(result)
     }
 
     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
-        search::grep(pattern, &self.resolve(path), options)
+        self.open_path(path)?;
+        let mut output = search::grep(pattern, &self.resolve(path), options)?;
+        for found in &mut output.matches {
+            self.redactor.in_place(&mut found.line);
+        }
+        Ok(output)
     }
 
     fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
+        self.open_path(path)?;
         search::glob(pattern, &self.resolve(path))
     }
 

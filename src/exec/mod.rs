@@ -20,9 +20,35 @@ mod files;
 mod forward;
 mod local;
 mod process;
+mod redact;
 pub mod remote;
+mod sandbox;
 mod search;
 mod wrappers;
+
+pub use sandbox::{Enforcement, Network, Sandbox, SandboxError, SandboxPolicy};
+
+/// Removes `.` components and resolves `..` against the preceding component, without
+/// touching the filesystem (symlinks are not followed).
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                let last_is_parent = matches!(
+                    out.components().next_back(),
+                    Some(std::path::Component::ParentDir)
+                );
+                if last_is_parent || (!out.pop() && !out.has_root()) {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
 
 pub use local::LocalExecutionEnvironment;
 
@@ -182,6 +208,10 @@ pub struct ExecResult {
     /// A process left the command's process group (for example with `setsid`) and may
     /// still be running; it was not waited for.
     pub escaped_processes: bool,
+    /// The command ran under a sandbox and failed in a way that looks like the sandbox
+    /// refused something (exit code not 0 and a "Permission denied", "Operation not
+    /// permitted" or "Read-only file system" in its output).
+    pub sandbox_denied: bool,
 }
 
 impl ExecResult {
@@ -338,9 +368,9 @@ pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 ///
 ///     // Everything else goes to the local environment unchanged.
 ///     agentloop::forward_execution_environment!(self.0 =>
-///         read_file, read_bytes, write_file, remove_file, file_exists, stat, list_directory,
-///         grep, glob, initialize, cleanup, working_directory, platform, os_version,
-///         max_command_timeout);
+///         read_file, read_bytes, write_file, write_file_if_unchanged, remove_file,
+///         file_exists, stat, list_directory, grep, glob, initialize, warnings, cleanup,
+///         working_directory, platform, os_version, max_command_timeout);
 /// }
 ///
 /// let dir = tempfile::tempdir()?;
@@ -370,6 +400,31 @@ pub trait ExecutionEnvironment: Send + Sync {
     /// Writes a whole file atomically, creating parent directories and keeping an existing
     /// file's permissions.
     fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()>;
+
+    /// Writes like [`write_file`](Self::write_file), but only if the file still has the
+    /// size and modification time of `expected` (what the caller read); otherwise an error
+    /// saying the file changed, and nothing is written. The default compares with
+    /// [`stat`](Self::stat) and then writes; the local environment compares again right
+    /// before its atomic rename.
+    fn write_file_if_unchanged(
+        &self,
+        path: &Path,
+        content: &[u8],
+        expected: &FileStat,
+    ) -> io::Result<()> {
+        let now = self.stat(path)?;
+        if now.is_dir || now.size != expected.size || now.modified != expected.modified {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!(
+                    "`{}` changed since it was read (another process wrote it); the file \
+                     changed, read it again and redo the edit",
+                    path.display()
+                ),
+            ));
+        }
+        self.write_file(path, content)
+    }
 
     /// Removes a file (not a directory).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
@@ -403,6 +458,13 @@ pub trait ExecutionEnvironment: Send + Sync {
         Ok(())
     }
 
+    /// What the environment wants the host to know when a session starts (for example
+    /// which parts of a sandbox this kernel does not enforce); the session emits each as a
+    /// `WARNING` event. Default: nothing.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Releases what the environment holds (called when a session ends).
     fn cleanup(&self) -> io::Result<()> {
         Ok(())
@@ -425,14 +487,14 @@ pub trait ExecutionEnvironment: Send + Sync {
 
 impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for Arc<E> {
     crate::forward_execution_environment!(**self =>
-            read_file, read_bytes, write_file, remove_file, file_exists, stat,
-            list_directory, exec_command, grep, glob, initialize, cleanup, working_directory,
-            platform, os_version, max_command_timeout);
+            read_file, read_bytes, write_file, write_file_if_unchanged, remove_file,
+            file_exists, stat, list_directory, exec_command, grep, glob, initialize, warnings,
+            cleanup, working_directory, platform, os_version, max_command_timeout);
 }
 
 impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for Box<E> {
     crate::forward_execution_environment!(**self =>
-            read_file, read_bytes, write_file, remove_file, file_exists, stat,
-            list_directory, exec_command, grep, glob, initialize, cleanup, working_directory,
-            platform, os_version, max_command_timeout);
+            read_file, read_bytes, write_file, write_file_if_unchanged, remove_file,
+            file_exists, stat, list_directory, exec_command, grep, glob, initialize, warnings,
+            cleanup, working_directory, platform, os_version, max_command_timeout);
 }

@@ -81,6 +81,8 @@ pub(crate) struct Spawn<'a> {
     pub kill_grace: Duration,
     /// Bytes for the command's standard input; `None` gives it `/dev/null`.
     pub stdin: Option<&'a [u8]>,
+    /// The sandbox to apply in the child between fork and exec.
+    pub sandbox: Option<super::sandbox::spawn::Hook>,
 }
 
 /// The shell: `/bin/bash`, or `/bin/sh` where bash is missing.
@@ -126,6 +128,13 @@ pub(crate) fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    if let Some(hook) = spec.sandbox {
+        // SAFETY: `apply` makes only raw syscalls (async-signal-safe) and reads only the
+        // prepared values `hook` points to, which the caller keeps alive across the spawn.
+        unsafe {
+            command.pre_exec(move || super::sandbox::spawn::apply(hook));
+        }
+    }
     let mut child = command
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("failed to spawn `{}`: {e}", shell())))?;
@@ -202,7 +211,13 @@ pub(crate) fn run(
         let stdout = join_reader(out_reader);
         let stderr = join_reader(err_reader);
         let status = group.status;
+        let sandbox_denied = spec.sandbox.is_some()
+            && status.is_some_and(|s| !s.success())
+            && [&stdout, &stderr]
+                .iter()
+                .any(|c| looks_denied(&c.head) || looks_denied(&c.tail));
         Ok(ExecResult {
+            sandbox_denied,
             exit_code: status.and_then(|s| s.code()),
             signal: status.and_then(|s| s.signal()),
             timed_out: ending == Ending::TimedOut,
@@ -535,8 +550,59 @@ pub(super) fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
     ready > 0
 }
 
+/// Makes the child of `command` fail its allocations past `bytes` of data memory
+/// (`RLIMIT_DATA`: heap and private mappings), so that a helper such as `rg` given a
+/// hostile input (a 300 MB line) ends with an error instead of taking the machine's memory.
+pub(super) fn limit_child_data(command: &mut Command, bytes: u64) {
+    let limit = libc::rlimit {
+        rlim_cur: bytes as libc::rlim_t,
+        rlim_max: bytes as libc::rlim_t,
+    };
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // setrlimit(2), which is async-signal-safe, with a value it owns; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_DATA, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+/// Clears `O_NONBLOCK` on `fd` (an open file `files::open_regular` opened non-blocking so
+/// that opening a FIFO or device never waits), keeping its other status flags.
+pub(super) fn clear_nonblocking(fd: libc::c_int) -> io::Result<()> {
+    // SAFETY: F_GETFL and F_SETFL only read and set the status flags of `fd`, an open
+    // descriptor the caller owns for the whole call; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The first [`HEAD_CAPTURE`] and the last [`TAIL_CAPTURE`] bytes of a stream, and its
 /// exact length.
+/// Whether command output carries the message of a refused operation (`EACCES`, `EPERM`,
+/// `EROFS`), the signs of a sandbox denial.
+fn looks_denied(bytes: &[u8]) -> bool {
+    [
+        &b"Permission denied"[..],
+        b"Operation not permitted",
+        b"Read-only file system",
+        b"Device or resource busy",
+        b"PermissionError",
+    ]
+    .iter()
+    .any(|needle| memchr::memmem::find(bytes, needle).is_some())
+}
+
 #[derive(Default)]
 struct Capture {
     head: Vec<u8>,

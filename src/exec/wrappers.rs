@@ -71,12 +71,21 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnlyExecutionEnvironm
     fn write_file(&self, path: &Path, _content: &[u8]) -> io::Result<()> {
         Err(read_only("write", path))
     }
+    fn write_file_if_unchanged(
+        &self,
+        path: &Path,
+        _content: &[u8],
+        _expected: &FileStat,
+    ) -> io::Result<()> {
+        Err(read_only("write", path))
+    }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         Err(read_only("remove", path))
     }
     crate::forward_execution_environment!(self.inner =>
         read_file, read_bytes, file_exists, stat, list_directory, exec_command, grep, glob,
-        initialize, cleanup, working_directory, platform, os_version, max_command_timeout);
+        initialize, warnings, cleanup, working_directory, platform, os_version,
+        max_command_timeout);
 }
 
 /// A log sink: receives one line per operation.
@@ -253,6 +262,22 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for LoggingExecutionEnvironme
             &format!("{pattern:?} in {}", path.display()),
             || self.inner.glob(pattern, path),
             |files| format!("{} files", files.len()),
+        )
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings()
+    }
+    fn write_file_if_unchanged(
+        &self,
+        path: &Path,
+        content: &[u8],
+        expected: &FileStat,
+    ) -> io::Result<()> {
+        self.logged(
+            "write_file",
+            &format!("{} ({} bytes, if unchanged)", path.display(), content.len()),
+            || self.inner.write_file_if_unchanged(path, content, expected),
+            |_| "ok".to_string(),
         )
     }
     fn initialize(&self) -> io::Result<()> {

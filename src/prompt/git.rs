@@ -2,6 +2,12 @@
 //! taken once at session start through the execution environment. It never spawns a
 //! process itself (git runs via `ExecutionEnvironment::exec_command`) and never writes to
 //! the repository (status runs with `--no-optional-locks`, so it takes no index lock).
+//!
+//! A checkout may be hostile: its `.git/config` can name commands that git runs on its
+//! own (`core.fsmonitor` on `git status`, a clean filter on a changed file, `gpg.program`
+//! under `log.showSignature`). Every git command here runs with those disabled
+//! ([`SAFE_CONFIG`], the driver commands the configuration defines blanked), so taking the
+//! snapshot runs no command of the repository's choosing.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -138,27 +144,126 @@ pub(crate) enum SnapshotOutcome {
     Unavailable,
 }
 
-/// Runs the snapshot script once.
-pub(crate) fn capture_snapshot(env: &dyn ExecutionEnvironment) -> SnapshotOutcome {
-    let script = format!(
-        "command -v git >/dev/null 2>&1 || exit {GIT_MISSING}\n\
-         git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit {NOT_A_REPOSITORY}\n\
-         echo {BRANCH_MARKER}\n\
-         git symbolic-ref --short -q HEAD || {{ printf 'HEAD detached at '; git rev-parse --short HEAD; }}\n\
-         echo {LOG_MARKER}\n\
-         git --no-pager log -n {RECENT_COMMITS} --no-color --format=%s\n\
-         echo {STATUS_MARKER}\n\
-         git --no-optional-locks status --porcelain\n\
-         echo {END_MARKER}\n"
-    );
+/// Configuration every git command of the library runs with, so that a hostile checkout
+/// (its `.git/config` is the attacker's) runs nothing: no fsmonitor command (`git status`
+/// runs it), no hooks, no pager, no external diff, no signature program (`git log` runs
+/// `gpg.program` under `log.showSignature`), no credential helper, SSH command or askpass,
+/// no transport at all. Filter, diff and merge drivers have names of the repository's
+/// choosing; [`driver_overrides`] blanks the ones its configuration defines.
+const SAFE_CONFIG: &[(&str, &str)] = &[
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.sshCommand", "false"),
+    ("core.askPass", ""),
+    ("core.editor", "false"),
+    ("diff.external", ""),
+    ("log.showSignature", "false"),
+    ("gpg.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("credential.helper", ""),
+    ("protocol.allow", "never"),
+    ("submodule.recurse", "false"),
+];
+
+/// The environment of every git command of the library: [`SAFE_CONFIG`] and `extra` as
+/// `GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n` pairs (git 2.31 or later; they beat every
+/// configuration file and reach the git processes git itself starts), no system
+/// configuration, no prompts, no optional locks, no pager.
+fn git_request(script: String, extra: &[String]) -> CommandRequest {
     let mut request = CommandRequest::new(script, GIT_SNAPSHOT_TIMEOUT);
+    let pairs = SAFE_CONFIG
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .chain(extra.iter().map(|key| (key.clone(), String::new())));
+    let mut count = 0;
+    for (i, (key, value)) in pairs.enumerate() {
+        request.env.insert(format!("GIT_CONFIG_KEY_{i}"), key);
+        request.env.insert(format!("GIT_CONFIG_VALUE_{i}"), value);
+        count = i + 1;
+    }
+    request
+        .env
+        .insert("GIT_CONFIG_COUNT".into(), count.to_string());
     for (name, value) in [
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_ATTR_NOSYSTEM", "1"),
         ("GIT_OPTIONAL_LOCKS", "0"),
         ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_PAGER", "cat"),
+        ("PAGER", "cat"),
+        ("GIT_ASKPASS", "false"),
+        ("SSH_ASKPASS", "false"),
+        ("GIT_EXTERNAL_DIFF", ""),
         ("LC_ALL", "C"),
     ] {
         request.env.insert(name.to_string(), value.to_string());
     }
+    request
+}
+
+/// The script prelude: `git` is a function adding the overrides that matter most on the
+/// command line as well (for a git older than 2.31, which ignores `GIT_CONFIG_COUNT`).
+const GIT_FUNCTION: &str = "git() { command git --no-pager --no-optional-locks \
+    -c core.fsmonitor=false -c core.hooksPath=/dev/null -c log.showSignature=false \
+    -c gpg.program=false -c diff.external= -c protocol.allow=never \"$@\"; }\n";
+
+/// The filter, diff and merge driver commands the repository's configuration defines
+/// (`filter.NAME.clean`, `.smudge`, `.process`, `diff.NAME.textconv`, `.command`,
+/// `merge.NAME.driver`), to be blanked: `git status` runs a clean filter on a file whose
+/// stat data changed. Reading the configuration runs nothing.
+fn driver_overrides(env: &dyn ExecutionEnvironment) -> Vec<String> {
+    let script = format!(
+        "{GIT_FUNCTION}git config -z --name-only --get-regexp '^(filter|diff|merge)[.]' 2>/dev/null\n"
+    );
+    let ignore_output = |_: OutputStream, _: &[u8]| {};
+    let Ok(result) = env.exec_command(
+        &git_request(script, &[]),
+        &ignore_output,
+        &CancelToken::new(),
+    ) else {
+        return Vec::new();
+    };
+    let mut keys = Vec::new();
+    for key in result.stdout.split('\0').filter(|k| !k.is_empty()) {
+        let lower = key.to_ascii_lowercase();
+        let runs = [
+            ".clean",
+            ".smudge",
+            ".process",
+            ".textconv",
+            ".command",
+            ".driver",
+        ]
+        .iter()
+        .any(|suffix| lower.ends_with(suffix));
+        if runs && !keys.iter().any(|k| k == key) {
+            keys.push(key.to_string());
+        }
+        if lower.starts_with("filter.") && lower.ends_with(".required") {
+            // A required filter that no longer runs would fail the status.
+            keys.push(key.to_string());
+        }
+    }
+    keys
+}
+
+/// Runs the snapshot script once (after the command that lists driver commands to blank).
+pub(crate) fn capture_snapshot(env: &dyn ExecutionEnvironment) -> SnapshotOutcome {
+    let script = format!(
+        "command -v git >/dev/null 2>&1 || exit {GIT_MISSING}\n\
+         {GIT_FUNCTION}\
+         git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit {NOT_A_REPOSITORY}\n\
+         echo {BRANCH_MARKER}\n\
+         git symbolic-ref --short -q HEAD || {{ printf 'HEAD detached at '; git rev-parse --short HEAD; }}\n\
+         echo {LOG_MARKER}\n\
+         git log -n {RECENT_COMMITS} --no-color --no-show-signature --format=%s\n\
+         echo {STATUS_MARKER}\n\
+         git status --porcelain --ignore-submodules=dirty\n\
+         echo {END_MARKER}\n"
+    );
+    let request = git_request(script, &driver_overrides(env));
     let ignore_output = |_: OutputStream, _: &[u8]| {};
     let Ok(result) = env.exec_command(&request, &ignore_output, &CancelToken::new()) else {
         return SnapshotOutcome::Unavailable;

@@ -30,7 +30,8 @@ pub struct ProjectDocs {
     pub text: String,
     /// Whether the budget cut the text.
     pub truncated: bool,
-    /// Instruction files that exist but could not be read (binary, unreadable), with why.
+    /// Instruction files that exist but could not be read (binary, unreadable, not a
+    /// regular file), with why.
     /// They are left out of `text`; a host may warn about them.
     pub skipped: Vec<(PathBuf, String)>,
 }
@@ -63,6 +64,13 @@ pub fn instruction_files(profile_id: &str) -> &'static [&'static str] {
 /// after them (so they read as taking precedence). The text is cut at
 /// [`PROJECT_DOCS_BUDGET`] bytes on a character boundary and then ends with
 /// [`PROJECT_DOCS_TRUNCATION_MARKER`]; files past the cut are not read.
+///
+/// Reads are bounded and never block (with [`LocalExecutionEnvironment`]): an instruction
+/// file that is a FIFO, a socket, a device or a symlink to one (`CLAUDE.md -> /dev/zero`)
+/// is refused without being read and listed in [`ProjectDocs::skipped`] with the reason,
+/// like a binary file; a huge file is read only as far as the budget.
+///
+/// [`LocalExecutionEnvironment`]: crate::exec::LocalExecutionEnvironment
 pub fn discover_project_docs(env: &dyn ExecutionEnvironment, profile_id: &str) -> ProjectDocs {
     let working_directory = env.working_directory();
     let root = find_git_root(env, working_directory);
@@ -85,7 +93,9 @@ pub fn discover_project_docs(env: &dyn ExecutionEnvironment, profile_id: &str) -
                     continue;
                 }
             }
-            match env.read_file(&path, None, None) {
+            // Every line is at least one byte, so this many lines hold the budget: a huge
+            // file is streamed only that far (and counted), never read whole.
+            match env.read_file(&path, None, Some(PROJECT_DOCS_BUDGET)) {
                 Ok(content) => docs.push(path, &content.text),
                 Err(error) => docs.skip(path, error.to_string()),
             }

@@ -488,6 +488,15 @@ impl ExecutionEnvironment for SubagentEnvironment {
     fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
         self.inner.write_file(&self.at(path), content)
     }
+    fn write_file_if_unchanged(
+        &self,
+        path: &Path,
+        content: &[u8],
+        expected: &crate::exec::FileStat,
+    ) -> io::Result<()> {
+        self.inner
+            .write_file_if_unchanged(&self.at(path), content, expected)
+    }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.inner.remove_file(&self.at(path))
     }
@@ -527,6 +536,10 @@ impl ExecutionEnvironment for SubagentEnvironment {
     }
     fn working_directory(&self) -> &Path {
         &self.directory
+    }
+    // The parent's session already emitted the environment's warnings.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
     }
     crate::forward_execution_environment!(self.inner => platform, os_version, max_command_timeout);
 }

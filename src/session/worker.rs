@@ -132,6 +132,12 @@ impl Worker {
         self.hooks().observe(HookEvent::SessionStart);
         let reason = match self.env.initialize() {
             Ok(()) => {
+                for message in self.env.warnings() {
+                    self.events.emit(EventKind::Warning {
+                        message,
+                        code: "sandbox".to_string(),
+                    });
+                }
                 // Spec §6.3: the environment block is generated once, at session start.
                 self.profile.capture_environment(&*self.env);
                 // A bug in the loop must still end the event stream properly.

@@ -3,7 +3,7 @@
 //! executors; they reach files only through the execution environment and never write.
 
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
@@ -126,6 +126,26 @@ pub(crate) fn read_existing(
     }
 }
 
+/// Like [`read_existing`], with the file's stat taken before the read (for a write that
+/// must not replace a file changed in the meantime).
+pub(crate) fn read_existing_with_stat(
+    ctx: &ToolContext<'_>,
+    path: &Path,
+    shown: &str,
+    on_directory: &str,
+) -> Result<Option<(Vec<u8>, crate::exec::FileStat)>, String> {
+    match ctx.env.stat(path) {
+        Ok(stat) if stat.is_dir => Err(format!("{shown} is a directory; {on_directory}")),
+        Ok(stat) => ctx
+            .env
+            .read_bytes(path)
+            .map(|bytes| Some((bytes, stat)))
+            .map_err(|e| format!("could not read {shown}: {e}")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("could not read {shown}: {e}")),
+    }
+}
+
 /// A path a search found, `relative` to a directory shown as `base` (from
 /// [`display_path`]), as the model sees it.
 pub(crate) fn join_display(base: &str, relative: &str) -> String {
@@ -146,25 +166,7 @@ pub(crate) fn display_path(ctx: &ToolContext<'_>, path: &Path) -> String {
     }
 }
 
-/// Removes `.` components and resolves `..` against the preceding component, without
-/// touching the filesystem (symlinks are not followed).
-pub(crate) fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                let last_is_parent =
-                    matches!(out.components().next_back(), Some(Component::ParentDir));
-                if last_is_parent || (!out.pop() && !out.has_root()) {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
+pub(crate) use crate::exec::normalize;
 
 #[cfg(test)]
 mod tests {

@@ -97,11 +97,11 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
     let new = args::required_str(args, "new_string")?;
     let replace_all = args::optional_bool(args, "replace_all").unwrap_or(false);
     let path = args::resolve_path(ctx, raw_path)?;
-    let existing = args::read_existing(ctx, &path, raw_path, "give the path of a file")?;
+    let existing = args::read_existing_with_stat(ctx, &path, raw_path, "give the path of a file")?;
     if old.is_empty() {
-        return create(ctx, &path, raw_path, new, existing.as_deref());
+        return create(ctx, &path, raw_path, new, existing.as_ref());
     }
-    let Some(bytes) = existing else {
+    let Some((bytes, stat)) = existing else {
         return Err(super::read_file::missing_file_message(ctx, &path, raw_path)
             + " To create a new file, call edit_file with an empty old_string, or use write_file.");
     };
@@ -109,7 +109,7 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
         .map_err(|_| format!("{raw_path} is not UTF-8 text; edit_file edits text files only"))?;
     let edit = plan_edit(raw_path, &content, old, new, replace_all)?;
     ctx.env
-        .write_file(&path, edit.content.as_bytes())
+        .write_file_if_unchanged(&path, edit.content.as_bytes(), &stat)
         .map_err(|e| format!("could not write {raw_path}: {e}"))?;
     let lines = edit
         .lines
@@ -138,26 +138,31 @@ fn create(
     path: &std::path::Path,
     raw_path: &str,
     new: &str,
-    existing: Option<&[u8]>,
+    existing: Option<&(Vec<u8>, crate::exec::FileStat)>,
 ) -> Result<ToolOutput, String> {
     match existing {
-        Some(bytes) if !bytes.is_empty() => Err(format!(
+        Some((bytes, _)) if !bytes.is_empty() => Err(format!(
             "old_string is empty, which creates a new file, but {raw_path} already exists and \
              is not empty; give the text to replace as old_string, or use write_file to replace \
              the whole file"
         )),
-        _ => {
+        Some((_, stat)) => {
+            ctx.env
+                .write_file_if_unchanged(path, new.as_bytes(), stat)
+                .map_err(|e| format!("could not write {raw_path}: {e}"))?;
+            Ok(ToolOutput::text(format!(
+                "Wrote {raw_path} ({} bytes; the file was empty).",
+                new.len()
+            )))
+        }
+        None => {
             ctx.env
                 .write_file(path, new.as_bytes())
                 .map_err(|e| format!("could not write {raw_path}: {e}"))?;
-            Ok(ToolOutput::text(if existing.is_some() {
-                format!(
-                    "Wrote {raw_path} ({} bytes; the file was empty).",
-                    new.len()
-                )
-            } else {
-                format!("Created {raw_path} ({} bytes).", new.len())
-            }))
+            Ok(ToolOutput::text(format!(
+                "Created {raw_path} ({} bytes).",
+                new.len()
+            )))
         }
     }
 }

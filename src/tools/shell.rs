@@ -141,6 +141,13 @@ pub fn format_result(result: &ExecResult, timeout: Duration) -> String {
              may still be running; it was not waited for or stopped.]",
         );
     }
+    if result.sandbox_denied {
+        out.push_str(
+            "\n[sandbox: denied — the command ran in a sandbox and something it tried was \
+             refused (writing outside the writable roots or to a protected path such as .git, \
+             the network, ptrace); do it inside the working directory, or ask the user.]",
+        );
+    }
     if result.timed_out {
         out.push_str(&format!(
             "\n[ERROR: Command timed out after {}ms. Partial output is shown above.\nYou can \

@@ -59,6 +59,7 @@ pub(crate) fn exec_result_to_json(r: &ExecResult) -> Value {
         "stderr_bytes": r.stderr_bytes,
         "capture_truncated": r.capture_truncated,
         "escaped_processes": r.escaped_processes,
+        "sandbox_denied": r.sandbox_denied,
     })
 }
 
@@ -81,6 +82,7 @@ pub(crate) fn exec_result_from_json(v: &Value) -> Result<ExecResult, Invalid> {
         stderr_bytes: u64_field(v, "stderr_bytes")?,
         capture_truncated: bool_field(v, "capture_truncated"),
         escaped_processes: bool_field(v, "escaped_processes"),
+        sandbox_denied: bool_field(v, "sandbox_denied"),
     })
 }
 

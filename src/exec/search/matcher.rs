@@ -26,6 +26,10 @@ const CHUNK: usize = 1 << 20;
 /// The buffer a worker starts with. The first read fills it (or reaches the end of the
 /// file), so the binary check always sees the first 8 KiB.
 const INITIAL_BUFFER: usize = 64 * 1024;
+/// The longest line held in memory: a longer line is searched, and reported, by its first
+/// `MAX_LINE` bytes only, and the rest of it is skipped (so a 300 MB one-line file costs
+/// this much, not 300 MB). Far beyond what a tool shows of a line.
+pub(crate) const MAX_LINE: usize = 8 * CHUNK;
 const _: () = assert!(BINARY_PREFIX <= INITIAL_BUFFER && INITIAL_BUFFER <= CHUNK);
 
 /// A compiled grep pattern.
@@ -187,9 +191,27 @@ impl LineMatcher {
                 None if eof => (filled, true),
                 None => match memchr::memrchr(b'\n', data) {
                     Some(i) => (i + 1, false),
+                    None if buffer.len() >= MAX_LINE => {
+                        // A line longer than the cap: search and report its head only.
+                        let mut matched = false;
+                        self.find_lines(data, |_, _| {
+                            matched = true;
+                            false
+                        });
+                        if matched {
+                            let line = String::from_utf8_lossy(data).into_owned();
+                            out.push((first_line, line));
+                        }
+                        filled = 0;
+                        if !skip_rest_of_line(reader, buffer, &mut filled)? {
+                            break;
+                        }
+                        first_line += 1;
+                        continue;
+                    }
                     None => {
                         // One line longer than the buffer: make room for all of it.
-                        let grown = buffer.len() * 2;
+                        let grown = (buffer.len() * 2).min(MAX_LINE);
                         buffer.resize(grown, 0);
                         continue;
                     }
@@ -215,6 +237,28 @@ impl LineMatcher {
             filled -= end;
         }
         Ok(())
+    }
+}
+
+/// Reads and drops bytes up to and including the next `\n`; what follows it is moved to the
+/// start of `buffer` (`filled` bytes). Returns `false` when the reader ended first.
+fn skip_rest_of_line(
+    reader: &mut impl Read,
+    buffer: &mut [u8],
+    filled: &mut usize,
+) -> io::Result<bool> {
+    loop {
+        let n = match reader.read(buffer) {
+            Ok(0) => return Ok(false),
+            Ok(n) => n,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if let Some(i) = memchr::memchr(b'\n', &buffer[..n]) {
+            buffer.copy_within(i + 1..n, 0);
+            *filled = n - i - 1;
+            return Ok(true);
+        }
     }
 }
 
@@ -415,6 +459,27 @@ mod tests {
             .search(&mut "a\na\na\n".as_bytes(), &mut Vec::new(), 2, &mut out)
             .unwrap();
         assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_searched_and_reported_by_its_head_only() {
+        let mut text = b"x needle ".to_vec();
+        text.resize(MAX_LINE + 1000, b'a');
+        text.extend_from_slice(b" late\nsecond needle\nlate\n");
+        let search = |pattern: &str| {
+            let mut out = Vec::new();
+            LineMatcher::new(pattern, false)
+                .unwrap()
+                .search(&mut text.as_slice(), &mut Vec::new(), 10, &mut out)
+                .unwrap();
+            out
+        };
+        let found = search("needle");
+        assert_eq!(found.len(), 2);
+        assert_eq!((found[0].0, found[0].1.len()), (1, MAX_LINE));
+        assert_eq!(found[1], (2, "second needle".to_string()));
+        // Past the head of the long line nothing is seen; later lines are numbered right.
+        assert_eq!(search("late"), [(3, "late".to_string())]);
     }
 
     #[test]

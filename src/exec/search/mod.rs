@@ -22,7 +22,7 @@ mod prefilter;
 mod ripgrep;
 mod walk;
 
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +30,7 @@ use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::SystemTime;
 
+use super::files::open_regular;
 use super::{GrepBackend, GrepMatch, GrepOptions, GrepOutput};
 use globs::Glob;
 use ignore::GlobFilter;
@@ -78,7 +79,22 @@ pub(crate) fn grep(pattern: &str, path: &Path, options: &GrepOptions) -> io::Res
             glob_filter: options.glob_filter.as_deref(),
             wanted,
         };
-        match options.backend {
+        // ripgrep would block on a FIFO ignore file (and read a huge one whole).
+        let backend = match options.backend {
+            GrepBackend::InProcess => GrepBackend::InProcess,
+            _ if !walk::ignore_files_are_safe(path, filter.as_ref()) => {
+                if options.backend == GrepBackend::Ripgrep {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "refused to run ripgrep: an ignore file under the searched directory \
+                         is not a regular file (a FIFO, a device) or is over 4 MiB",
+                    ));
+                }
+                GrepBackend::InProcess
+            }
+            other => other,
+        };
+        match backend {
             GrepBackend::InProcess => search_tree(&matcher, path, filter.as_ref(), wanted)?,
             GrepBackend::Ripgrep => {
                 let rg = ripgrep::find().ok_or_else(|| {
@@ -130,7 +146,7 @@ fn search_one_file(
     path: &Path,
     wanted: usize,
 ) -> io::Result<Vec<GrepMatch>> {
-    let mut file = File::open(path).map_err(|error| not_found(path, error))?;
+    let mut file = open_regular(path)?;
     let mut lines = Vec::new();
     matcher.search(&mut file, &mut Vec::new(), wanted, &mut lines)?;
     let shown = path.to_string_lossy();
@@ -172,7 +188,9 @@ fn search_tree(
             lines.clear();
             // An unreadable file, or one that fails mid-way, keeps what was found (like
             // ripgrep with --no-messages).
-            if let Ok(mut file) = File::open(&absolute) {
+            // Opened non-blocking and only if still a regular file (the walk saw one,
+            // but it may have been replaced by a FIFO since).
+            if let Ok(mut file) = open_regular(&absolute) {
                 let _ = matcher.search(&mut file, &mut buffer, wanted, &mut lines);
             }
             let matches = lines
@@ -206,7 +224,7 @@ fn search_tree(
         let mut next_index = 0;
         let options = WalkOptions {
             filter,
-            enter: None,
+            ..WalkOptions::default()
         };
         let walked = walk::walk(root, &options, |relative, absolute| {
             if done.load(Ordering::Relaxed) {
@@ -282,8 +300,8 @@ pub(crate) fn glob(pattern: &str, path: &Path) -> io::Result<Vec<String>> {
     let prune = Pruning::new(&pattern);
     let enter = |relative: &str, depth: usize| prune.may_enter(relative, depth);
     let options = WalkOptions {
-        filter: None,
         enter: Some(&enter),
+        ..WalkOptions::default()
     };
     let mut found: Vec<(SystemTime, String)> = Vec::new();
     walk::walk(path, &options, |relative, absolute| {

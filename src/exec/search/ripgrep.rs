@@ -22,7 +22,14 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
+use super::matcher::MAX_LINE;
 use crate::exec::GrepMatch;
+
+/// The data memory (`RLIMIT_DATA`) a ripgrep child may use.
+const RG_DATA_LIMIT: u64 = 256 * 1024 * 1024;
+
+/// Room for a record's `line number:` before its text.
+const RECORD_PREFIX: usize = 32;
 
 /// Oldest ripgrep accepted: every flag used here exists in 11, and its ignore rules are
 /// the ones `walk.rs` implements.
@@ -172,6 +179,9 @@ pub(crate) fn grep(rg: &Path, root: &Path, search: &Search<'_>) -> Result<Vec<Gr
         .arg(format!("--regexp={}", search.pattern))
         .arg("--")
         .arg(".");
+    // ripgrep holds a whole line in memory (a 300 MB line costs it over 400 MB): past the
+    // cap it fails, and the in-process search, which holds at most `MAX_LINE`, takes over.
+    crate::exec::process::limit_child_data(&mut command, RG_DATA_LIMIT);
     let mut child = command.spawn().map_err(Failure::Io)?;
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         stop(&mut child);
@@ -229,12 +239,41 @@ fn read_matches(stdout: impl Read, wanted: usize) -> io::Result<Vec<GrepMatch>> 
             break;
         }
         rest.clear();
-        reader.read_until(b'\n', &mut rest)?;
+        read_line_capped(&mut reader, &mut rest)?;
         found.push(parse_record(&path, &rest).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidData, "unexpected ripgrep output")
         })?);
     }
     Ok(found)
+}
+
+/// Reads up to and including the next `\n` into `line`, keeping at most [`MAX_LINE`] bytes
+/// of text after the line number and dropping the rest of a longer line (so a 300 MB
+/// matching line costs `MAX_LINE` here, not 300 MB).
+fn read_line_capped(reader: &mut impl BufRead, line: &mut Vec<u8>) -> io::Result<()> {
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if available.is_empty() {
+            return Ok(());
+        }
+        let (used, done) = match memchr::memchr(b'\n', available) {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        let room = (MAX_LINE + RECORD_PREFIX).saturating_sub(line.len());
+        line.extend_from_slice(&available[..used.min(room)]);
+        reader.consume(used);
+        if done {
+            if line.last() != Some(&b'\n') {
+                line.push(b'\n');
+            }
+            return Ok(());
+        }
+    }
 }
 
 fn parse_record(path: &[u8], rest: &[u8]) -> Option<GrepMatch> {
@@ -244,6 +283,10 @@ fn parse_record(path: &[u8], rest: &[u8]) -> Option<GrepMatch> {
     let line_number = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
     let mut line = &rest[colon + 1..];
     line = line.strip_suffix(b"\n").unwrap_or(line);
+    if line.len() > MAX_LINE {
+        // Cut like the in-process search cuts a line over the cap.
+        line = &line[..MAX_LINE];
+    }
     line = line.strip_suffix(b"\r").unwrap_or(line);
     Some(GrepMatch {
         path: String::from_utf8_lossy(path).into_owned(),

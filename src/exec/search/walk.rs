@@ -17,14 +17,21 @@
 //! - hidden files and directories are walked like any other;
 //! - only regular files are reported; symbolic links, sockets and the like are skipped.
 //!
-//! Unreadable directories and ignore files are skipped silently, as ripgrep does.
+//! Unreadable directories and ignore files are skipped silently, as ripgrep does; so are
+//! ignore files that are not regular files (a FIFO, a link to `/dev/zero`: never opened in
+//! a way that blocks) or larger than [`MAX_IGNORE_FILE_BYTES`].
 
+use std::cell::Cell;
 use std::ffi::OsString;
 use std::fs::{self, FileType};
 use std::io;
 use std::path::Path;
 
 use super::ignore::{GlobFilter, IgnoreRules, Verdict};
+use crate::exec::files::read_regular_capped;
+
+/// The largest ignore file read; a larger one is skipped like an unreadable one.
+pub(crate) const MAX_IGNORE_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Ignore-file names, strongest first.
 const IGNORE_FILES: [&str; 3] = [".rgignore", ".ignore", ".gitignore"];
@@ -40,18 +47,32 @@ struct DirRules {
 
 impl DirRules {
     /// Reads the ignore files named in `names`; `None` when there are none with rules.
-    fn read(dir: &Path, present: impl Fn(&str) -> bool) -> Option<Box<DirRules>> {
+    fn read(
+        dir: &Path,
+        present: impl Fn(&str) -> bool,
+        refused: Option<&Cell<bool>>,
+    ) -> Option<Box<DirRules>> {
         let mut rules = DirRules::default();
         let mut any = false;
         for (slot, name) in rules.files.iter_mut().zip(IGNORE_FILES) {
             if !present(name) {
                 continue;
             }
-            if let Ok(bytes) = fs::read(dir.join(name)) {
-                let parsed = IgnoreRules::parse(&String::from_utf8_lossy(&bytes));
-                if !parsed.is_empty() {
-                    any = true;
-                    *slot = Some(parsed);
+            // A FIFO, a device or a link to one is skipped without blocking; so is a file
+            // over the cap (ripgrep, too, ignores ignore files it cannot read).
+            match read_regular_capped(&dir.join(name), MAX_IGNORE_FILE_BYTES) {
+                Ok(bytes) => {
+                    let parsed = IgnoreRules::parse(&String::from_utf8_lossy(&bytes));
+                    if !parsed.is_empty() {
+                        any = true;
+                        *slot = Some(parsed);
+                    }
+                }
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(_) => {
+                    if let Some(refused) = refused {
+                        refused.set(true);
+                    }
                 }
             }
         }
@@ -93,6 +114,24 @@ pub(crate) struct WalkOptions<'a> {
     pub(crate) filter: Option<&'a GlobFilter>,
     /// Called before a directory is entered; `false` skips it.
     pub(crate) enter: Option<EnterFilter<'a>>,
+    /// Set when an ignore file could not be read (not a regular file, over the cap,
+    /// unreadable).
+    pub(crate) refused_ignore_file: Option<&'a Cell<bool>>,
+}
+
+/// Whether every ignore file a search of `root` meets is a regular file within the cap.
+/// ripgrep opens ignore files blocking and reads them whole: a `.gitignore` FIFO stops it
+/// forever, so grep walks the tree with its own safe reader first and searches in process
+/// when this is `false`.
+pub(crate) fn ignore_files_are_safe(root: &Path, filter: Option<&GlobFilter>) -> bool {
+    let refused = Cell::new(false);
+    let options = WalkOptions {
+        filter,
+        enter: None,
+        refused_ignore_file: Some(&refused),
+    };
+    let _ = walk(root, &options, |_, _| !refused.get());
+    !refused.get()
 }
 
 /// Walks `root` (a directory), calling `on_file(relative_path, absolute_path)` for each
@@ -102,9 +141,10 @@ pub(crate) fn walk(
     options: &WalkOptions<'_>,
     mut on_file: impl FnMut(&str, &Path) -> bool,
 ) -> io::Result<()> {
-    let ancestors = ancestor_rules(root);
+    let refused = options.refused_ignore_file;
+    let ancestors = ancestor_rules(root, refused);
     let above_in_repository = ancestors.iter().any(|a| a.has_git);
-    let root_frame = read_frame(root, 0, 0, above_in_repository).map_err(|error| {
+    let root_frame = read_frame(root, 0, 0, above_in_repository, refused).map_err(|error| {
         io::Error::new(
             error.kind(),
             format!("cannot read directory {}: {error}", root.display()),
@@ -151,7 +191,15 @@ pub(crate) fn walk(
             let entered = options
                 .enter
                 .is_none_or(|enter| enter(&relative, depth + 1));
-            let child = || read_frame(&absolute, relative.len() + 1, depth + 1, in_repository);
+            let child = || {
+                read_frame(
+                    &absolute,
+                    relative.len() + 1,
+                    depth + 1,
+                    in_repository,
+                    refused,
+                )
+            };
             match entered.then(child) {
                 Some(Ok(frame)) => {
                     relative.push('/');
@@ -177,6 +225,7 @@ fn read_frame(
     prefix_len: usize,
     depth: usize,
     parent_in_repository: bool,
+    refused: Option<&Cell<bool>>,
 ) -> io::Result<Frame> {
     let mut entries = Vec::new();
     for entry in fs::read_dir(dir)? {
@@ -192,7 +241,7 @@ fn read_frame(
             .binary_search_by(|(entry, _)| entry.as_os_str().cmp(name.as_ref()))
             .is_ok()
     };
-    let rules = DirRules::read(dir, present);
+    let rules = DirRules::read(dir, present, refused);
     let has_git = present(".git");
     Ok(Frame {
         entries,
@@ -206,13 +255,13 @@ fn read_frame(
 }
 
 /// The ignore files and repository roots among the ancestors of `root`, nearest first.
-fn ancestor_rules(root: &Path) -> Vec<Ancestor> {
+fn ancestor_rules(root: &Path, refused: Option<&Cell<bool>>) -> Vec<Ancestor> {
     let Ok(root) = root.canonicalize() else {
         return Vec::new();
     };
     let mut found = Vec::new();
     for ancestor in root.ancestors().skip(1) {
-        let rules = DirRules::read(ancestor, |_| true);
+        let rules = DirRules::read(ancestor, |_| true, refused);
         let has_git = fs::symlink_metadata(ancestor.join(".git")).is_ok();
         if rules.is_none() && !has_git {
             continue;

@@ -1,0 +1,42 @@
+//! The CLI's sandbox: `--sandbox`, `--network`, `--sandbox-best-effort` turned into the
+//! library's [`Sandbox`] on the local environment. It never runs anything unsandboxed that
+//! the user did not ask for: a kernel that cannot enforce the policy is an error unless
+//! `--sandbox-best-effort` is given.
+
+use agentloop::exec::{Enforcement, LocalExecutionEnvironment, Network, Sandbox, SandboxPolicy};
+
+use crate::args::Options;
+
+/// The local environment in `cwd` under the sandbox the options ask for (default
+/// workspace-write with `/tmp`, network off), or a message saying why it cannot run.
+pub fn environment(
+    options: &Options,
+    cwd: &std::path::Path,
+) -> Result<LocalExecutionEnvironment, String> {
+    let policy = match options.sandbox.as_deref() {
+        Some("read-only") => SandboxPolicy::ReadOnly,
+        Some("full-access") => SandboxPolicy::FullAccess,
+        _ => SandboxPolicy::workspace_write(),
+    };
+    let mut sandbox = Sandbox::new(policy);
+    if let Some(on) = options.network {
+        sandbox = sandbox.with_network(if on { Network::On } else { Network::Off });
+    }
+    if options.sandbox_best_effort {
+        sandbox = sandbox.with_enforcement(Enforcement::BestEffort);
+    }
+    LocalExecutionEnvironment::new(cwd)
+        .map_err(|e| e.to_string())?
+        .with_sandbox(sandbox)
+        .map_err(|e| {
+            format!("{e}; run with --sandbox-best-effort to run anyway, or --sandbox full-access")
+        })
+}
+
+/// The header's words for the sandbox: `sandbox workspace-write, network off`.
+pub fn describe(env: &LocalExecutionEnvironment) -> String {
+    match env.sandbox() {
+        Some(sandbox) => format!("sandbox {sandbox}"),
+        None => "no sandbox (full access)".to_string(),
+    }
+}

@@ -1,0 +1,240 @@
+//! Applying an [`Active`] sandbox to one command: everything is prepared in the parent
+//! before `fork` ([`Prepared`]: the Landlock ruleset as a descriptor, the BPF program, the
+//! paths to mount read-only as C strings), and the child, between `fork` and `exec`, makes
+//! only raw syscalls (async-signal-safe: no allocation, no lock).
+//!
+//! Order in the child: private mount namespace with read-only bind mounts of the protected
+//! paths (before Landlock, which forbids mounting), `PR_SET_NO_NEW_PRIVS`, every descriptor
+//! but stdio marked close-on-exec, seccomp, `landlock_restrict_self`.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::OnceLock;
+
+use super::{Active, Network, landlock, seccomp};
+
+/// What the child needs, ready before `fork`.
+pub(crate) struct Prepared {
+    ruleset: Option<OwnedFd>,
+    filter: Vec<libc::sock_filter>,
+    /// Protected paths that exist, to bind-mount read-only.
+    mounts: Vec<CString>,
+    /// `unshare` flags for the mount namespace (0: none).
+    unshare_flags: libc::c_int,
+    /// `uid_map`/`gid_map` lines for an unprivileged user namespace.
+    maps: Option<(CString, CString)>,
+}
+
+/// The raw values the child uses: plain integers and pointers into a [`Prepared`] that
+/// outlives the spawn.
+#[derive(Clone, Copy)]
+pub(crate) struct Hook {
+    ruleset: libc::c_int,
+    filter: *const libc::sock_filter,
+    filter_len: u16,
+    mounts: *const CString,
+    mounts_len: usize,
+    unshare_flags: libc::c_int,
+    uid_map: *const libc::c_char,
+    gid_map: *const libc::c_char,
+}
+
+// SAFETY: the pointers are only read, and only in the forked child, while the `Prepared`
+// they point into is alive (the parent holds it until `spawn` returned).
+unsafe impl Send for Hook {}
+// SAFETY: as above; nothing is ever written through them.
+unsafe impl Sync for Hook {}
+
+impl Prepared {
+    /// Builds the ruleset and filter for `active`.
+    pub(crate) fn new(active: &Active) -> io::Result<Prepared> {
+        let ruleset = if active.abi > 0 {
+            Some(landlock::build(&landlock::Rules {
+                abi: active.abi,
+                writable: &active.writable,
+                deny_tcp: active.sandbox.network == Network::Off,
+            })?)
+        } else {
+            None
+        };
+        let mut mounts = Vec::new();
+        if active.mounts {
+            for p in active.protected.iter().filter(|p| p.exists()) {
+                if active.writable.iter().any(|r| p.starts_with(r)) {
+                    mounts.push(CString::new(p.as_os_str().as_bytes()).map_err(|_| {
+                        io::Error::new(io::ErrorKind::InvalidInput, "NUL in a protected path")
+                    })?);
+                }
+            }
+        }
+        let (unshare_flags, maps) = if mounts.is_empty() {
+            (0, None)
+        } else {
+            namespace_flags()
+        };
+        Ok(Prepared {
+            ruleset,
+            filter: seccomp::program(active.sandbox.network == Network::Off),
+            mounts,
+            unshare_flags,
+            maps,
+        })
+    }
+
+    /// The values for [`apply`].
+    pub(crate) fn hook(&self) -> Hook {
+        Hook {
+            ruleset: self.ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            filter: self.filter.as_ptr(),
+            filter_len: self.filter.len() as u16,
+            mounts: self.mounts.as_ptr(),
+            mounts_len: self.mounts.len(),
+            unshare_flags: self.unshare_flags,
+            uid_map: self
+                .maps
+                .as_ref()
+                .map_or(std::ptr::null(), |m| m.0.as_ptr()),
+            gid_map: self
+                .maps
+                .as_ref()
+                .map_or(std::ptr::null(), |m| m.1.as_ptr()),
+        }
+    }
+}
+
+/// Root unshares a mount namespace alone; anyone else a user namespace with it, mapping
+/// its own ids.
+fn namespace_flags() -> (libc::c_int, Option<(CString, CString)>) {
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    if uid == 0 {
+        return (libc::CLONE_NEWNS, None);
+    }
+    let maps = (
+        CString::new(format!("{uid} {uid} 1")).unwrap_or_default(),
+        CString::new(format!("{gid} {gid} 1")).unwrap_or_default(),
+    );
+    (libc::CLONE_NEWNS | libc::CLONE_NEWUSER, Some(maps))
+}
+
+/// Whether a forked child can make a private mount namespace (probed once per process).
+pub(crate) fn mount_namespace_available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let (flags, _) = namespace_flags();
+        // SAFETY: the child makes only raw syscalls and `_exit`s; the parent reaps it.
+        unsafe {
+            let pid = libc::fork();
+            if pid == 0 {
+                let ok = libc::unshare(flags) == 0
+                    && libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ) == 0;
+                libc::_exit(if ok { 0 } else { 1 });
+            }
+            if pid < 0 {
+                return false;
+            }
+            let mut status = 0;
+            while libc::waitpid(pid, &mut status, 0) < 0 {
+                if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    return false;
+                }
+            }
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+        }
+    })
+}
+
+fn check(r: libc::c_long) -> io::Result<()> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Writes a NUL-terminated string to a `/proc/self` file (child side, raw syscalls only).
+///
+/// # Safety
+/// `path` and `text` must be NUL-terminated strings alive for the call.
+unsafe fn write_proc(path: &std::ffi::CStr, text: *const libc::c_char) -> io::Result<()> {
+    // SAFETY: per the function's contract.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        check(fd as libc::c_long)?;
+        let len = libc::strlen(text);
+        let n = libc::write(fd, text.cast(), len);
+        libc::close(fd);
+        check(n as libc::c_long)
+    }
+}
+
+/// Applies the sandbox in the forked child. Async-signal-safe: raw syscalls only.
+///
+/// # Safety
+/// Call only between `fork` and `exec`, with a `hook` from a [`Prepared`] still alive in
+/// the parent.
+pub(crate) unsafe fn apply(hook: Hook) -> io::Result<()> {
+    // SAFETY: per the function's contract every pointer is valid; the calls are syscalls.
+    unsafe {
+        if hook.unshare_flags != 0 {
+            check(libc::unshare(hook.unshare_flags) as libc::c_long)?;
+            if !hook.uid_map.is_null() {
+                write_proc(c"/proc/self/setgroups", c"deny".as_ptr())?;
+                write_proc(c"/proc/self/uid_map", hook.uid_map)?;
+                write_proc(c"/proc/self/gid_map", hook.gid_map)?;
+            }
+            let null = std::ptr::null();
+            check(libc::mount(
+                null,
+                c"/".as_ptr(),
+                null,
+                libc::MS_REC | libc::MS_PRIVATE,
+                null.cast(),
+            ) as libc::c_long)?;
+            for i in 0..hook.mounts_len {
+                let p = (*hook.mounts.add(i)).as_ptr();
+                check(
+                    libc::mount(p, p, null, libc::MS_BIND | libc::MS_REC, null.cast())
+                        as libc::c_long,
+                )?;
+                let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY;
+                check(libc::mount(null, p, null, flags, null.cast()) as libc::c_long)?;
+            }
+        }
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long)?;
+        // Descriptors a host leaked without close-on-exec must not reach the command
+        // (a leaked inet socket would bypass the network rule).
+        let _ = libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+        let prog = libc::sock_fprog {
+            len: hook.filter_len,
+            filter: hook.filter.cast_mut(),
+        };
+        check(libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &prog as *const libc::sock_fprog,
+        ))?;
+        if hook.ruleset >= 0 {
+            check(libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                hook.ruleset,
+                0u32,
+            ))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,785 @@
+//! The escape suite: real commands and the file tools under `WorkspaceWrite` with the
+//! network off (Landlock + seccomp + read-only bind mounts), each test named after the
+//! attempt it makes; and what must keep working. Skips (with a printed reason) only where
+//! the kernel has no Landlock.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::Duration;
+
+use agentloop::CancelToken;
+use agentloop::exec::{
+    Enforcement, ExecutionEnvironment, LocalExecutionEnvironment, Network, Sandbox, SandboxPolicy,
+};
+use agentloop::llm::ToolCall;
+use agentloop::tools::{
+    ToolContext, ToolOutcome, ToolRegistry, apply_patch, edit_file, read_file, shell, write_file,
+};
+use serde_json::{Value, json};
+
+/// A workspace `ws` (a git repository with `AGENTS.md`) and `outside/` next to it.
+struct Fixture {
+    _top: tempfile::TempDir,
+    ws: PathBuf,
+    outside: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let top = tempfile::tempdir().unwrap();
+    let ws = top.path().join("ws");
+    let outside = top.path().join("outside");
+    fs::create_dir(&ws).unwrap();
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("secret.txt"), "secret\n").unwrap();
+    fs::write(ws.join("AGENTS.md"), "be nice\n").unwrap();
+    fs::write(ws.join("code.txt"), "one\n").unwrap();
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "git {args:?}: {status:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "init",
+    ]);
+    Fixture {
+        _top: top,
+        ws,
+        outside,
+    }
+}
+
+fn workspace_write(ws: &Path) -> Option<LocalExecutionEnvironment> {
+    sandboxed(
+        ws,
+        SandboxPolicy::WorkspaceWrite {
+            writable_roots: Vec::new(),
+            include_tmp: false,
+        },
+    )
+}
+
+/// The environment under `policy` with the network off and enforcement required; `None`
+/// (and a printed reason) where the kernel has no Landlock.
+fn sandboxed(ws: &Path, policy: SandboxPolicy) -> Option<LocalExecutionEnvironment> {
+    let env = LocalExecutionEnvironment::new(ws).unwrap();
+    let sandbox = Sandbox::new(policy).with_network(Network::Off);
+    match env.with_sandbox(sandbox) {
+        Ok(env) => Some(env),
+        Err(e) if e.to_string().contains("Landlock is not available") => {
+            eprintln!("skipped: this kernel has no Landlock ({e})");
+            None
+        }
+        Err(e) => panic!("the sandbox cannot be enforced: {e}"),
+    }
+}
+
+fn run_tool(env: &dyn ExecutionEnvironment, name: &str, args: Value) -> ToolOutcome {
+    let mut registry = ToolRegistry::new();
+    for tool in [
+        write_file(),
+        read_file(),
+        edit_file(),
+        apply_patch(),
+        shell(),
+    ] {
+        registry.register(tool);
+    }
+    let cancel = CancelToken::new();
+    let mut ctx = ToolContext::new(env, "c", &cancel);
+    // The sandbox, not the tools' lexical check, must be what refuses.
+    ctx.allow_outside_working_dir = true;
+    registry
+        .prepare(&ToolCall::new("c", name, args))
+        .expect("valid arguments")
+        .run(&ctx)
+}
+
+fn sh(env: &dyn ExecutionEnvironment, command: &str) -> ToolOutcome {
+    run_tool(
+        env,
+        "shell",
+        json!({"command": command, "description": "t", "timeout_ms": 60_000}),
+    )
+}
+
+/// The command's result says a sandbox refused it.
+fn assert_denied(outcome: &ToolOutcome) {
+    assert!(
+        outcome.text.contains("[sandbox: denied"),
+        "no denial in the result: {}",
+        outcome.text
+    );
+}
+
+fn assert_ok(outcome: &ToolOutcome) {
+    assert!(
+        !outcome.is_error && outcome.text.contains("exit code: 0"),
+        "{}",
+        outcome.text
+    );
+}
+
+/// Whether python3 (the socket, ptrace and io_uring attempts are one-liners in it) is on
+/// the PATH; without it the test skips with a printed reason, except under CI.
+fn have_python() -> bool {
+    let found = Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("AGENTLOOP_CI").is_none(),
+            "python3 is missing under CI"
+        );
+        eprintln!("skipped: python3 is not installed");
+    }
+    found
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_default()
+}
+
+#[test]
+fn a_shell_write_outside_the_roots_is_denied() {
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let target = f.outside.join("new.txt");
+    let outcome = sh(&env, &format!("echo x > {}", target.display()));
+    assert_denied(&outcome);
+    assert!(!target.exists());
+    let outcome = sh(
+        &env,
+        &format!("echo x >> {}/secret.txt", f.outside.display()),
+    );
+    assert_denied(&outcome);
+    assert_eq!(read(&f.outside.join("secret.txt")), "secret\n");
+}
+
+#[test]
+fn every_file_tool_writing_outside_the_roots_is_denied() {
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let secret = f.outside.join("secret.txt");
+    let new = f.outside.join("new.txt");
+    let attempts = [
+        ("write_file", json!({"file_path": new, "content": "x"})),
+        ("write_file", json!({"file_path": secret, "content": "x"})),
+        (
+            "edit_file",
+            json!({"file_path": secret, "old_string": "secret", "new_string": "x"}),
+        ),
+        (
+            "apply_patch",
+            json!({"patch": format!("*** Begin Patch\n*** Add File: {}\n+x\n*** End Patch", new.display())}),
+        ),
+        (
+            "apply_patch",
+            json!({"patch": format!("*** Begin Patch\n*** Update File: {}\n@@\n-secret\n+x\n*** End Patch", secret.display())}),
+        ),
+        (
+            "apply_patch",
+            json!({"patch": format!("*** Begin Patch\n*** Delete File: {}\n*** End Patch", secret.display())}),
+        ),
+    ];
+    for (tool, args) in attempts {
+        let outcome = run_tool(&env, tool, args);
+        assert!(outcome.is_error, "{tool}: {}", outcome.text);
+        assert!(
+            outcome.text.contains("outside the writable roots"),
+            "{tool}: {}",
+            outcome.text
+        );
+    }
+    assert!(!new.exists());
+    assert_eq!(read(&secret), "secret\n");
+}
+
+#[test]
+fn a_shell_write_into_git_config_hooks_and_agents_md_is_denied() {
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let config = read(&f.ws.join(".git/config"));
+    for command in [
+        "echo '[core] fsmonitor = evil' >> .git/config",
+        "echo evil > .git/hooks/x",
+        "echo evil > AGENTS.md",
+        "rm AGENTS.md",
+        "mv .git gone",
+        "mv AGENTS.md moved.md",
+    ] {
+        let outcome = sh(&env, command);
+        assert_denied(&outcome);
+    }
+    assert_eq!(read(&f.ws.join(".git/config")), config);
+    assert!(!f.ws.join(".git/hooks/x").exists());
+    assert_eq!(read(&f.ws.join("AGENTS.md")), "be nice\n");
+    assert!(!f.ws.join("gone").exists());
+}
+
+#[test]
+fn every_file_tool_writing_into_protected_paths_is_denied() {
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    symlink(".git", f.ws.join("git_link")).unwrap();
+    let attempts = [
+        (
+            "write_file",
+            json!({"file_path": ".git/hooks/x", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"file_path": "git_link/config", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"file_path": "AGENTS.md", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"file_path": "CLAUDE.md", "content": "x"}),
+        ),
+        (
+            "edit_file",
+            json!({"file_path": "AGENTS.md", "old_string": "nice", "new_string": "evil"}),
+        ),
+        (
+            "apply_patch",
+            json!({"patch": "*** Begin Patch\n*** Add File: .git/newdir/x\n+x\n*** End Patch"}),
+        ),
+        (
+            "apply_patch",
+            json!({"patch": "*** Begin Patch\n*** Delete File: AGENTS.md\n*** End Patch"}),
+        ),
+    ];
+    for (tool, args) in attempts {
+        let outcome = run_tool(&env, tool, args.clone());
+        assert!(outcome.is_error, "{tool} {args}: {}", outcome.text);
+        assert!(
+            outcome.text.contains("protected"),
+            "{tool}: {}",
+            outcome.text
+        );
+    }
+    assert!(!f.ws.join(".git/hooks/x").exists());
+    assert!(
+        !f.ws.join(".git/newdir").exists(),
+        "no directory made either"
+    );
+    assert!(!f.ws.join("CLAUDE.md").exists());
+    assert_eq!(read(&f.ws.join("AGENTS.md")), "be nice\n");
+}
+
+#[test]
+fn a_shell_write_through_a_symlink_to_outside_is_denied() {
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    symlink(&f.outside, f.ws.join("link")).unwrap();
+    let outcome = sh(&env, "echo x > link/escape.txt");
+    assert_denied(&outcome);
+    let outcome = sh(&env, "echo x >> link/secret.txt");
+    assert_denied(&outcome);
+    assert!(!f.outside.join("escape.txt").exists());
+    assert_eq!(read(&f.outside.join("secret.txt")), "secret\n");
+    let outcome = run_tool(
+        &env,
+        "write_file",
+        json!({"file_path": "link/escape.txt", "content": "x"}),
+    );
+    assert!(outcome.is_error, "{}", outcome.text);
+    assert!(!f.outside.join("escape.txt").exists());
+}
+
+#[test]
+fn a_symlink_swapped_in_during_file_tool_writes_never_lets_one_escape() {
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (ws, outside, stop) = (f.ws.clone(), f.outside.clone(), stop.clone());
+        thread::Builder::new()
+            .name("swapper".into())
+            .spawn(move || {
+                let real = ws.join("d.real");
+                fs::create_dir(&real).unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = symlink(&outside, ws.join("d.link"));
+                    let _ = fs::rename(ws.join("d.link"), ws.join("d"));
+                    let _ = fs::remove_file(ws.join("d"));
+                    let _ = fs::rename(&real, ws.join("d"));
+                    let _ = fs::rename(ws.join("d"), &real);
+                }
+            })
+            .unwrap()
+    };
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        let _ = env.write_file(Path::new("d/f.txt"), b"x");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    let names: Vec<_> = fs::read_dir(&f.outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["secret.txt"]);
+}
+
+#[test]
+fn connect_to_a_listening_loopback_tcp_port_is_denied() {
+    if !have_python() {
+        return;
+    }
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outcome = sh(
+        &env,
+        &format!(
+            "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5)'"
+        ),
+    );
+    assert_denied(&outcome);
+    listener.set_nonblocking(true).unwrap();
+    assert_eq!(listener.accept().unwrap_err().kind(), ErrorKind::WouldBlock);
+}
+
+#[test]
+fn a_udp_sendto_is_denied() {
+    if !have_python() {
+        return;
+    }
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = receiver.local_addr().unwrap().port();
+    let outcome = sh(
+        &env,
+        &format!(
+            "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"127.0.0.1\", {port}))'"
+        ),
+    );
+    assert_denied(&outcome);
+    receiver.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(
+        receiver.recv(&mut buf).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+}
+
+#[test]
+fn socket_af_inet6_is_denied() {
+    if !have_python() {
+        return;
+    }
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let outcome = sh(
+        &env,
+        "python3 -c 'import socket; socket.socket(socket.AF_INET6)'",
+    );
+    assert_denied(&outcome);
+}
+
+#[test]
+fn ptrace_of_a_sibling_is_denied() {
+    if !have_python() {
+        return;
+    }
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    // PTRACE_ATTACH (16) to a sibling `sleep`; exit 1 with the errno when refused.
+    let script = "import ctypes, os, sys\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        pid = int(sys.argv[1])\n\
+        r = libc.ptrace(16, pid, 0, 0)\n\
+        e = ctypes.get_errno()\n\
+        print('ptrace', r, os.strerror(e))\n\
+        sys.exit(0 if r == 0 else 1)\n";
+    fs::write(f.ws.join("pt.py"), script).unwrap();
+    let outcome = sh(&env, "sleep 5 & python3 pt.py $!; r=$?; kill %1; exit $r");
+    assert_denied(&outcome);
+    assert!(
+        outcome.text.contains("ptrace -1 Operation not permitted"),
+        "{}",
+        outcome.text
+    );
+}
+
+#[test]
+fn io_uring_setup_is_denied() {
+    if !have_python() {
+        return;
+    }
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let script = "import ctypes, os, sys\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        params = ctypes.create_string_buffer(120)\n\
+        r = libc.syscall(425, 4, params)\n\
+        print('io_uring_setup', r, os.strerror(ctypes.get_errno()))\n\
+        sys.exit(0 if r >= 0 else 1)\n";
+    fs::write(f.ws.join("uring.py"), script).unwrap();
+    let outcome = sh(&env, "python3 uring.py");
+    assert_denied(&outcome);
+    assert!(
+        outcome
+            .text
+            .contains("io_uring_setup -1 Operation not permitted"),
+        "{}",
+        outcome.text
+    );
+}
+
+#[test]
+fn a_setuid_binary_gains_no_privileges() {
+    if !have_python() {
+        return;
+    }
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    // SAFETY-free check: only root can make a setuid-root binary for the test.
+    if !Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout == b"0\n")
+    {
+        eprintln!("skipped: making a setuid-root binary needs root");
+        return;
+    }
+    let id = f.ws.join("suid-id");
+    fs::copy("/usr/bin/id", &id).unwrap();
+    fs::set_permissions(&id, fs::Permissions::from_mode(0o4755)).unwrap();
+    for dir in [f.ws.as_path(), f.ws.parent().unwrap()] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Drop to nobody, then exec the setuid-root binary: its effective uid says whether
+    // the exec gained root.
+    let command = "python3 -c 'import os; os.setgid(65534); os.setuid(65534); os.execv(\"./suid-id\", [\"id\", \"-u\"])'";
+    let unsandboxed = sh(&LocalExecutionEnvironment::new(&f.ws).unwrap(), command);
+    assert!(
+        unsandboxed.text.contains("<stdout>\n0\n"),
+        "control: {}",
+        unsandboxed.text
+    );
+    let outcome = sh(&env, command);
+    assert!(
+        outcome.text.contains("<stdout>\n65534\n"),
+        "{}",
+        outcome.text
+    );
+}
+
+#[test]
+fn a_child_that_double_forks_and_writes_later_is_denied() {
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let target = f.outside.join("late.txt");
+    let marker = f.ws.join("late-ran");
+    let outcome = sh(
+        &env,
+        &format!(
+            "( setsid sh -c 'sleep 1; echo x > {} ; echo $? > {}' </dev/null >/dev/null 2>&1 & ) ; echo started",
+            target.display(),
+            marker.display()
+        ),
+    );
+    assert!(outcome.text.contains("started"), "{}", outcome.text);
+    for _ in 0..100 {
+        if marker.exists() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(marker.exists(), "the late writer ran");
+    assert_ne!(read(&marker).trim(), "0", "the late write failed");
+    assert!(!target.exists());
+}
+
+#[test]
+fn builds_write_target_and_read_the_toolchain() {
+    let f = fixture();
+    // Compilers and linkers need a temporary directory: the CLI's default includes /tmp.
+    let policy = SandboxPolicy::WorkspaceWrite {
+        writable_roots: Vec::new(),
+        include_tmp: true,
+    };
+    let Some(env) = sandboxed(&f.ws, policy) else {
+        return;
+    };
+    fs::write(f.ws.join("hello.rs"), "fn main() { println!(\"built\"); }").unwrap();
+    let outcome = sh(
+        &env,
+        "mkdir -p target && rustc --edition 2021 -o target/hello hello.rs && ./target/hello && cargo --version >/dev/null",
+    );
+    assert_ok(&outcome);
+    assert!(outcome.text.contains("built"), "{}", outcome.text);
+}
+
+#[test]
+fn tmp_is_writable_only_with_include_tmp() {
+    let f = fixture();
+    let name = format!("/tmp/agentloop-sandbox-{}", std::process::id());
+    let Some(with_tmp) = sandboxed(
+        &f.ws,
+        SandboxPolicy::WorkspaceWrite {
+            writable_roots: Vec::new(),
+            include_tmp: true,
+        },
+    ) else {
+        return;
+    };
+    assert_ok(&sh(&with_tmp, &format!("echo x > {name} && rm {name}")));
+    let without = workspace_write(&f.ws).unwrap();
+    assert_denied(&sh(&without, &format!("echo x > {name}")));
+    assert!(!Path::new(&name).exists());
+}
+
+#[test]
+fn git_status_and_diff_work() {
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    fs::write(f.ws.join("code.txt"), "two\n").unwrap();
+    let outcome = sh(&env, "git status --short && git diff");
+    assert_ok(&outcome);
+    assert!(outcome.text.contains("M code.txt"), "{}", outcome.text);
+    assert!(outcome.text.contains("+two"), "{}", outcome.text);
+}
+
+#[test]
+fn unix_sockets_pipes_and_background_jobs_work() {
+    if !have_python() {
+        return;
+    }
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let script = "import socket, os\n\
+        a, b = socket.socketpair()\n\
+        a.send(b'pair'); print(b.recv(4).decode())\n\
+        s = socket.socket(socket.AF_UNIX); s.bind('sock'); s.listen(1)\n\
+        c = socket.socket(socket.AF_UNIX); c.connect('sock')\n\
+        conn, _ = s.accept(); c.sendall(b'unix'); print(conn.recv(4).decode())\n";
+    fs::write(f.ws.join("unix.py"), script).unwrap();
+    let outcome = sh(
+        &env,
+        "python3 unix.py && echo piped | tr a-z A-Z && (sleep 0.2; echo job > job.txt) & wait; cat job.txt",
+    );
+    assert_ok(&outcome);
+    for expected in ["pair", "unix", "PIPED", "job"] {
+        assert!(
+            outcome.text.contains(expected),
+            "{expected}: {}",
+            outcome.text
+        );
+    }
+}
+
+#[test]
+fn read_only_lets_read_tools_and_commands_run() {
+    let f = fixture();
+    let Some(env) = sandboxed(&f.ws, SandboxPolicy::ReadOnly) else {
+        return;
+    };
+    let outcome = sh(
+        &env,
+        "cat code.txt && ls && git log --oneline | wc -l > /dev/null",
+    );
+    assert_ok(&outcome);
+    let outcome = run_tool(&env, "read_file", json!({"file_path": "code.txt"}));
+    assert!(
+        !outcome.is_error && outcome.text.contains("one"),
+        "{}",
+        outcome.text
+    );
+    assert_denied(&sh(&env, "echo x > new.txt"));
+    let outcome = run_tool(
+        &env,
+        "write_file",
+        json!({"file_path": "new.txt", "content": "x"}),
+    );
+    assert!(
+        outcome.is_error && outcome.text.contains("read-only"),
+        "{}",
+        outcome.text
+    );
+    assert!(!f.ws.join("new.txt").exists());
+}
+
+#[test]
+fn required_without_landlock_is_a_typed_error_before_anything_runs() {
+    let f = fixture();
+    let sandbox = Sandbox::new(SandboxPolicy::workspace_write()).with_landlock_abi_at_most(0);
+    let err = LocalExecutionEnvironment::new(&f.ws)
+        .unwrap()
+        .with_sandbox(sandbox.clone())
+        .unwrap_err();
+    assert!(err.missing.iter().any(|m| m.contains("Landlock")), "{err}");
+    let env = LocalExecutionEnvironment::new(&f.ws)
+        .unwrap()
+        .with_sandbox(sandbox.with_enforcement(Enforcement::BestEffort))
+        .unwrap();
+    assert!(
+        env.warnings()
+            .iter()
+            .any(|w| w.contains("Landlock is not available")),
+        "{:?}",
+        env.warnings()
+    );
+    // It runs: seccomp still applies without Landlock.
+    assert_ok(&sh(&env, "echo runs"));
+}
+
+#[test]
+fn the_landlock_abi_is_probed_and_reported() {
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    eprintln!("Landlock ABI {}", env.landlock_abi());
+    assert!(env.landlock_abi() >= 1);
+    assert!(env.warnings().is_empty(), "{:?}", env.warnings());
+}
+
+#[test]
+fn best_effort_without_landlock_runs_and_the_session_warns() {
+    use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+    use agentloop::session::{EventKind, Session, SessionConfig};
+
+    let f = fixture();
+    let env = LocalExecutionEnvironment::new(&f.ws)
+        .unwrap()
+        .with_sandbox(
+            Sandbox::new(SandboxPolicy::workspace_write())
+                .with_enforcement(Enforcement::BestEffort)
+                .with_landlock_abi_at_most(0),
+        )
+        .unwrap();
+    let model = ScriptedModel::new(vec![ScriptedTurn::text("done")]);
+    let client = crate::support::client_for(model);
+    let session = Session::new(
+        crate::support::session::profile(),
+        std::sync::Arc::new(env),
+        client,
+        SessionConfig::default(),
+    )
+    .unwrap();
+    let mut events = session.events();
+    session.submit("hi").unwrap();
+    let seen = crate::support::session::collect_input(&mut events);
+    let warning = seen.iter().find_map(|e| match &e.kind {
+        EventKind::Warning { message, code } if code == "sandbox" => Some(message.clone()),
+        _ => None,
+    });
+    assert!(
+        warning
+            .as_deref()
+            .is_some_and(|w| w.contains("Landlock is not available")),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_subagent_inherits_the_parents_sandbox() {
+    use crate::subagents::{KIT, child_ended};
+    use crate::support::Server;
+    use crate::support::turns::function;
+    use agentloop::session::{Session, SessionConfig};
+
+    let f = fixture();
+    let Some(env) = workspace_write(&f.ws) else {
+        return;
+    };
+    let target = f.outside.join("from-child.txt");
+    let command = format!("echo x > {}", target.display());
+    let server = Server::start_routed(
+        vec![
+            (
+                "PARENT-SANDBOX",
+                vec![
+                    KIT.calls(&[function(
+                        "p1",
+                        "spawn_agent",
+                        json!({"task": "TASK-SANDBOX write outside"}),
+                    )]),
+                    KIT.calls(&[function("p2", "wait", json!({"agent_id": "agent-1"}))]),
+                    KIT.text("ok"),
+                ],
+            ),
+            (
+                "TASK-SANDBOX",
+                vec![
+                    KIT.calls(&[function("c1", "shell", json!({ "command": command }))]),
+                    KIT.text("tried"),
+                ],
+            ),
+        ],
+        vec![],
+    );
+    let session = Session::new(
+        KIT.profile(),
+        std::sync::Arc::new(env),
+        KIT.client(&server),
+        SessionConfig::default(),
+    )
+    .unwrap();
+    let mut events = session.events();
+    session.submit("PARENT-SANDBOX delegate").unwrap();
+    let seen = crate::support::session::collect_input(&mut events);
+    let child = child_ended(&seen, "agent-1");
+    assert_eq!(child[0].tool_name, "shell");
+    assert!(
+        child[0].text.contains("[sandbox: denied"),
+        "{}",
+        child[0].text
+    );
+    assert!(!target.exists());
+}
