@@ -32,7 +32,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::CStr;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -79,6 +79,8 @@ pub(crate) struct Spawn<'a> {
     pub timeout: Duration,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// Bytes for the command's standard input; `None` gives it `/dev/null`.
+    pub stdin: Option<&'a [u8]>,
     /// The sandbox to apply in the child between fork and exec.
     pub sandbox: Option<super::sandbox::spawn::Hook>,
 }
@@ -118,7 +120,11 @@ pub(crate) fn run(
         .current_dir(spec.cwd)
         .env_clear()
         .envs(spec.env)
-        .stdin(Stdio::null())
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -132,6 +138,7 @@ pub(crate) fn run(
     let mut child = command
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("failed to spawn `{}`: {e}", shell())))?;
+    let input = child.stdin.take();
     let pipes = (child.stdout.take(), child.stderr.take());
     let mut group = Group::new(child);
     let (Some(stdout), Some(stderr)) = pipes else {
@@ -161,6 +168,14 @@ pub(crate) fn run(
             .spawn_scoped(scope, move || {
                 read_pipe(stderr, OutputStream::Stderr, on_output, stop, wake_tx)
             });
+        // The writer stops at end of input, a closed pipe, or `stop`: never outlives the run.
+        let writer = match (input, spec.stdin) {
+            (Some(pipe), Some(bytes)) => thread::Builder::new()
+                .name("agentloop-exec-stdin".into())
+                .spawn_scoped(scope, move || write_input(pipe, bytes, stop))
+                .ok(),
+            _ => None,
+        };
         let (out_reader, err_reader) = match (out_reader, err_reader) {
             (Ok(out), Ok(err)) => (out, err),
             (out, err) => {
@@ -190,6 +205,9 @@ pub(crate) fn run(
         let escaped_processes = pipes.open > 0 && !group.has_live_members();
         stop.store(true, Ordering::SeqCst);
 
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
         let stdout = join_reader(out_reader);
         let stderr = join_reader(err_reader);
         let status = group.status;
@@ -484,6 +502,39 @@ fn read_pipe<P: Read + AsRawFd>(
         }
     }
     capture
+}
+
+/// Writes `bytes` to the command's standard input, then closes it. Non-blocking with
+/// `poll(2)`, so that a command that never reads cannot hold the writer past `stop`.
+fn write_input(mut pipe: std::process::ChildStdin, mut bytes: &[u8], stop: &AtomicBool) {
+    let fd = pipe.as_raw_fd();
+    // SAFETY: `fd` is the open write end of the stdin pipe, owned by `pipe` for the whole
+    // call; F_GETFL/F_SETFL only change its status flags.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return;
+        }
+    }
+    while !bytes.is_empty() && !stop.load(Ordering::SeqCst) {
+        match pipe.write(bytes) {
+            Ok(0) => return,
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: `pfd` is one valid, writable pollfd that lives across the call,
+                // and `fd` stays open (owned by `pipe`) for the whole call.
+                unsafe { libc::poll(&mut pfd, 1, READER_POLL_MS) };
+            }
+            // The command closed its end (EPIPE) or the pipe failed: stop feeding it.
+            Err(_) => return,
+        }
+    }
 }
 
 /// Waits up to `timeout_ms` for `fd` to have data or reach end-of-file.
