@@ -54,6 +54,7 @@ OPTIONS:
                             --resume, where the continued session is saved instead
     --resume PATH           continue the session saved in PATH (appending to it unless
                             --transcript names another file)
+    --hooks FILE            run the hook commands in FILE (JSON; see the README's Hooks)
     --mcp-config FILE       MCP servers whose tools the agent offers, in the JSON other
                             clients use: {\"mcpServers\": {\"NAME\": {\"command\",
                             \"args\", \"env\"} or {\"url\"}}}
@@ -172,6 +173,8 @@ pub struct Options {
     pub transcript: Option<PathBuf>,
     /// `--resume`: the transcript to continue.
     pub resume: Option<PathBuf>,
+    /// `--hooks`: the hook commands file.
+    pub hooks: Option<PathBuf>,
     /// `--mcp-config`: the MCP servers file.
     pub mcp_config: Option<PathBuf>,
     /// The positional words joined by spaces, if any.
@@ -265,6 +268,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--transcript" => {
                 options.transcript = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
+            "--hooks" => options.hooks = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--mcp-config" => {
                 options.mcp_config = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }

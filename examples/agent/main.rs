@@ -15,6 +15,7 @@
 
 mod args;
 mod demo;
+mod hooks;
 mod keys;
 mod mcp;
 mod remote;
@@ -304,7 +305,13 @@ fn start_session(
     setup: &setup::Setup,
     env: Arc<dyn ExecutionEnvironment>,
 ) -> agentloop::Result<Session> {
-    let mut config = SessionConfig::default()
+    let mut config = SessionConfig::default();
+    if let Some(path) = &options.hooks {
+        let hooks = hooks::load(path, env.clone())
+            .map_err(|e| agentloop::Error::new(agentloop::ErrorKind::Configuration, e))?;
+        config = config.with_hooks(hooks);
+    }
+    let mut config = config
         .with_max_turns(options.max_turns)
         .with_max_tool_rounds_per_input(options.max_rounds);
     if let Some(effort) = &options.reasoning_effort {

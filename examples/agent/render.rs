@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
+use agentloop::llm::Usage;
 use agentloop::session::compaction::CompactionFallback;
-use agentloop::session::{EventKind, SessionEvent, StopReason};
+use agentloop::session::{EventKind, HookDecision, SessionEvent, StopReason};
 use serde_json::Value;
 
 /// Where events go.
@@ -113,8 +114,6 @@ pub struct Human {
     // Per input.
     started: Instant,
     model_calls: usize,
-    input_tokens: u64,
-    output_tokens: u64,
     cwd: String,
 }
 
@@ -135,8 +134,6 @@ impl Human {
             last_write: Instant::now(),
             started: Instant::now(),
             model_calls: 0,
-            input_tokens: 0,
-            output_tokens: 0,
             cwd,
         }
     }
@@ -188,8 +185,6 @@ impl Human {
             EventKind::UserInput { content } => {
                 self.started = Instant::now();
                 self.model_calls = 0;
-                self.input_tokens = 0;
-                self.output_tokens = 0;
                 if self.echo_input {
                     let first = content.lines().next().unwrap_or("");
                     let more = if content.lines().nth(1).is_some() {
@@ -214,10 +209,8 @@ impl Human {
                 }
                 self.last_write = Instant::now();
             }
-            EventKind::AssistantTextEnd { usage, .. } => {
+            EventKind::AssistantTextEnd { .. } => {
                 self.model_calls += 1;
-                self.input_tokens += usage.input_tokens;
-                self.output_tokens += usage.output_tokens;
                 self.end_line()?;
             }
             EventKind::ToolCallStart { .. }
@@ -273,9 +266,23 @@ impl Human {
                 self.end_line()?;
                 eprintln!("{}error: {}{}", s.red, safe(message), s.reset);
             }
+            EventKind::HookDecision { hook, decision, .. }
+                if !matches!(decision, HookDecision::Continue) =>
+            {
+                let line = format!(
+                    "{}  ↳ hook {hook}: {}{}",
+                    s.dim,
+                    hook_summary(decision),
+                    s.reset
+                );
+                self.line(&line)?;
+            }
             EventKind::ProcessingEnd {
                 stop_reason,
                 rounds,
+                usage,
+                cost_usd,
+                ..
             } => {
                 self.busy(None);
                 let how = match stop_reason {
@@ -284,17 +291,17 @@ impl Human {
                     StopReason::Interrupted => "interrupted",
                     StopReason::Aborted => "aborted",
                     StopReason::Error => "failed",
+                    StopReason::Blocked => "blocked by a hook",
                     _ => "stopped",
                 };
                 let took = self.started.elapsed().as_secs_f64();
                 let line = format!(
-                    "{}── {how} · {rounds} tool round{} · {} model call{} · {} tokens in, {} out · {took:.2} s{}",
+                    "{}── {how} · {rounds} tool round{} · {} model call{} · {} · {took:.2} s{}",
                     s.dim,
                     plural(*rounds),
                     self.model_calls,
                     plural(self.model_calls),
-                    self.input_tokens,
-                    self.output_tokens,
+                    usage_summary(usage, *cost_usd),
                     s.reset
                 );
                 self.line(&line)?;
@@ -520,4 +527,41 @@ pub fn summarise(tool: &str, arguments: &Value) -> String {
             .map(str::to_string),
     };
     clip(&text.unwrap_or_else(|| arguments.to_string()), 80)
+}
+
+/// The footer's token counts: in and out, then cache and reasoning where reported, then
+/// the cost when the model has a price.
+pub fn usage_summary(usage: &Usage, cost_usd: Option<f64>) -> String {
+    let mut text = format!(
+        "{} tokens in, {} out",
+        usage.input_tokens, usage.output_tokens
+    );
+    if let Some(n) = usage.cache_read_tokens.filter(|n| *n > 0) {
+        text.push_str(&format!(", {n} cache read"));
+    }
+    if let Some(n) = usage.cache_write_tokens.filter(|n| *n > 0) {
+        text.push_str(&format!(", {n} cache write"));
+    }
+    if let Some(n) = usage.reasoning_tokens.filter(|n| *n > 0) {
+        text.push_str(&format!(", {n} reasoning"));
+    }
+    if let Some(cost) = cost_usd {
+        text.push_str(&format!(" · ${cost:.4}"));
+    }
+    text
+}
+
+/// One line for a hook's decision.
+fn hook_summary(decision: &HookDecision) -> String {
+    match decision {
+        HookDecision::Deny(reason) => format!("denied: {}", clip(reason, 160)),
+        HookDecision::Ask => "asks for approval".to_string(),
+        HookDecision::ReplaceArguments(_) => "replaced the arguments".to_string(),
+        HookDecision::AddContext(text) => format!("added: {}", clip(text, 160)),
+        HookDecision::ReplaceOutput(_) => "replaced the output".to_string(),
+        HookDecision::ReplacePrompt(_) => "rewrote the prompt".to_string(),
+        HookDecision::ContinueWith(text) => format!("continues: {}", clip(text, 160)),
+        HookDecision::ReplaceSummary(_) => "replaced the summary".to_string(),
+        other => format!("{other:?}"),
+    }
 }

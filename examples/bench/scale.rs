@@ -103,6 +103,7 @@ impl Reading {
                 EventKind::ProcessingEnd {
                     stop_reason,
                     rounds,
+                    ..
                 } => {
                     self.ended = Some(
                         matches!(stop_reason, StopReason::Completed)

@@ -45,6 +45,8 @@ pub(crate) struct StdioChild {
     stdout: Option<ChildStdout>,
     stderr: Arc<Mutex<Vec<u8>>>,
     stop: Arc<AtomicBool>,
+    /// Set when the stderr reader has seen end-of-file (or stopped).
+    stderr_done: Arc<AtomicBool>,
     reader: Option<thread::JoinHandle<()>>,
 }
 
@@ -72,14 +74,19 @@ impl StdioChild {
         let group = Group::new(child);
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
+        let stderr_done = Arc::new(AtomicBool::new(stderr_pipe.is_none()));
         let reader = match stderr_pipe {
             Some(pipe) => {
                 let (tail, stop) = (Arc::clone(&stderr), Arc::clone(&stop));
+                let done = Arc::clone(&stderr_done);
                 Some(
                     thread::Builder::new()
                         .name(format!("agentloop-stderr-{}", spec.name))
                         .stack_size(64 * 1024)
-                        .spawn(move || keep_tail(pipe, &tail, &stop))?,
+                        .spawn(move || {
+                            keep_tail(pipe, &tail, &stop);
+                            done.store(true, Ordering::SeqCst);
+                        })?,
                 )
             }
             None => None,
@@ -90,6 +97,7 @@ impl StdioChild {
             stdout,
             stderr,
             stop,
+            stderr_done,
             reader,
         })
     }
@@ -108,6 +116,17 @@ impl StdioChild {
     pub(crate) fn stderr_tail(&self) -> String {
         let tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
         String::from_utf8_lossy(&tail).into_owned()
+    }
+
+    /// [`stderr_tail`](Self::stderr_tail) once the reader has seen stderr end, waiting at
+    /// most `wait` for that: a child that just exited has usually said why, and its last
+    /// words may still be in the pipe.
+    pub(crate) fn stderr_tail_after_exit(&self, wait: Duration) -> String {
+        let deadline = std::time::Instant::now() + wait;
+        while !self.stderr_done.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        self.stderr_tail()
     }
 
     /// The child's process id (also its process group id).

@@ -492,6 +492,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             env: &vars,
             timeout: request.timeout.min(self.max_timeout),
             kill_grace: self.kill_grace,
+            stdin: request.stdin.as_deref(),
         };
         if self.redactor.is_empty() {
             return process::run(&spec, on_output, cancel);

@@ -157,6 +157,9 @@ pub struct CommandRequest {
     pub working_dir: Option<PathBuf>,
     /// Extra environment variables, added after the environment's filtering policy.
     pub env: BTreeMap<String, String>,
+    /// Bytes written to the command's standard input (then closed); `None` (the default)
+    /// gives it `/dev/null`. Environments that cannot feed standard input ignore it.
+    pub stdin: Option<Vec<u8>>,
 }
 
 impl CommandRequest {
@@ -167,7 +170,14 @@ impl CommandRequest {
             timeout,
             working_dir: None,
             env: BTreeMap::new(),
+            stdin: None,
         }
+    }
+
+    /// Feeds `bytes` to the command's standard input (see [`stdin`](Self::stdin)).
+    pub fn with_stdin(mut self, bytes: impl Into<Vec<u8>>) -> CommandRequest {
+        self.stdin = Some(bytes.into());
+        self
     }
 }
 

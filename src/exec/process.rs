@@ -32,7 +32,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::CStr;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -83,6 +83,8 @@ pub(crate) struct Spawn<'a> {
     pub timeout: Duration,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// Bytes for the command's standard input; `None` gives it `/dev/null`.
+    pub stdin: Option<&'a [u8]>,
     /// The sandbox to apply in the child between fork and exec.
     pub sandbox: Option<super::sandbox::spawn::Hook>,
 }
@@ -122,7 +124,11 @@ pub(crate) fn run(
         .current_dir(spec.cwd)
         .env_clear()
         .envs(spec.env)
-        .stdin(Stdio::null())
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -136,6 +142,7 @@ pub(crate) fn run(
     let mut child = command
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("failed to spawn `{}`: {e}", shell())))?;
+    let input = child.stdin.take();
     let pipes = (child.stdout.take(), child.stderr.take());
     let mut group = Group::new(child);
     let (Some(stdout), Some(stderr)) = pipes else {
@@ -162,10 +169,19 @@ pub(crate) fn run(
             .spawn_scoped(scope, move || {
                 read_pipes([as_file(stdout), as_file(stderr)], on_output, stop, wake_tx)
             });
+        // The writer stops at end of input, a closed pipe, or `stop`: never outlives the run.
+        let writer = match (input, spec.stdin) {
+            (Some(pipe), Some(bytes)) => thread::Builder::new()
+                .name("agentloop-exec-stdin".into())
+                .stack_size(READER_STACK)
+                .spawn_scoped(scope, move || write_input(pipe, bytes, stop))
+                .ok(),
+            _ => None,
+        };
         let reader = match reader {
             Ok(reader) => reader,
             Err(e) => {
-                // `group` kills the command when dropped.
+                // `group` kills the command when dropped; a writer that did start stops.
                 stop.store(true, Ordering::SeqCst);
                 return Err(io::Error::other(format!(
                     "failed to start the output reader thread: {e}"
@@ -189,6 +205,9 @@ pub(crate) fn run(
         let escaped_processes = pipes.open > 0 && !group.has_live_members();
         stop.store(true, Ordering::SeqCst);
 
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
         let [stdout, stderr] = join_reader(reader);
         let status = group.status;
         let sandbox_denied = spec.sandbox.is_some()
@@ -458,7 +477,6 @@ fn as_file(pipe: impl Into<std::os::fd::OwnedFd>) -> std::fs::File {
 /// Reads stdout and stderr (in that order) until both reach end-of-file or `stop`,
 /// forwarding chunks and keeping a capture of each. Sends one [`Wake::Eof`] per pipe that
 /// reached end-of-file.
-
 fn read_pipes(
     mut pipes: [std::fs::File; 2],
     on_output: OutputCallback<'_>,
@@ -509,6 +527,39 @@ fn readable_of(pipes: &[std::fs::File; 2], open: [bool; 2], timeout_ms: libc::c_
         return [false, false];
     }
     pfds.map(|p| p.revents != 0)
+}
+
+/// Writes `bytes` to the command's standard input, then closes it. Non-blocking with
+/// `poll(2)`, so that a command that never reads cannot hold the writer past `stop`.
+fn write_input(mut pipe: std::process::ChildStdin, mut bytes: &[u8], stop: &AtomicBool) {
+    let fd = pipe.as_raw_fd();
+    // SAFETY: `fd` is the open write end of the stdin pipe, owned by `pipe` for the whole
+    // call; F_GETFL/F_SETFL only change its status flags.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return;
+        }
+    }
+    while !bytes.is_empty() && !stop.load(Ordering::SeqCst) {
+        match pipe.write(bytes) {
+            Ok(0) => return,
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: `pfd` is one valid, writable pollfd that lives across the call,
+                // and `fd` stays open (owned by `pipe`) for the whole call.
+                unsafe { libc::poll(&mut pfd, 1, READER_POLL_MS) };
+            }
+            // The command closed its end (EPIPE) or the pipe failed: stop feeding it.
+            Err(_) => return,
+        }
+    }
 }
 
 /// Waits up to `timeout_ms` for `fd` to have data or reach end-of-file.

@@ -29,6 +29,7 @@ pub mod anthropic;
 pub mod gemini;
 pub mod openai;
 pub mod openai_chat;
+pub mod pricing;
 pub mod scripted;
 
 pub use client::{Client, EventStream, Provider, RetryObserver, RetryPolicy};

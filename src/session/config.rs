@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use super::approval::{Approval, ApprovalHook};
 use super::compaction::CompactionConfig;
+use super::hooks::Hooks;
 use crate::llm::ToolCall;
+use crate::llm::pricing::{Price, PriceTable};
 use crate::mcp::McpServer;
 
 /// How a session behaves. Build with `SessionConfig::default()` and the `with_*` methods,
@@ -66,8 +68,13 @@ pub struct SessionConfig {
     /// parallel; the others wait their turn, in the model's order. Default 8.
     pub max_parallel_tool_calls: usize,
     /// Decides, before each validated tool call runs, whether it may run. `None` allows
-    /// everything.
+    /// everything. The session runs it as the last `pre_tool_use` hook.
     pub approval: Option<ApprovalHook>,
+    /// Lifecycle hooks (see [`Hooks`]). Subagents inherit them.
+    pub hooks: Hooks,
+    /// Prices by model id, for the `cost_usd` of events and [`Outcome`](super::Outcome).
+    /// Default: the built-in profiles' default models ([`PriceTable::default`]).
+    pub prices: PriceTable,
     /// Whether file tools may touch paths outside the environment's working directory.
     /// Default `false`.
     pub allow_outside_working_dir: bool,
@@ -102,6 +109,8 @@ impl Default for SessionConfig {
             max_subagent_depth: 1,
             max_parallel_tool_calls: 8,
             approval: None,
+            hooks: Hooks::default(),
+            prices: PriceTable::default(),
             allow_outside_working_dir: false,
             transcript_path: None,
             transcript_events: false,
@@ -126,6 +135,8 @@ impl fmt::Debug for SessionConfig {
             .field("max_subagent_depth", &self.max_subagent_depth)
             .field("max_parallel_tool_calls", &self.max_parallel_tool_calls)
             .field("approval", &self.approval.as_ref().map(|_| "hook"))
+            .field("hooks", &self.hooks)
+            .field("prices", &self.prices)
             .field("allow_outside_working_dir", &self.allow_outside_working_dir)
             .field("transcript_path", &self.transcript_path)
             .field("transcript_events", &self.transcript_events)
@@ -210,12 +221,31 @@ impl SessionConfig {
         self
     }
 
-    /// Sets the approval hook.
+    /// Sets the approval hook: a convenience for a `pre_tool_use` hook that allows,
+    /// denies or asks the host (it runs after the hooks set with [`with_hooks`](Self::with_hooks)).
     pub fn with_approval(
         mut self,
         hook: impl Fn(&ToolCall) -> Approval + Send + Sync + 'static,
     ) -> SessionConfig {
         self.approval = Some(Arc::new(hook));
+        self
+    }
+
+    /// Sets the lifecycle hooks (replacing any set before).
+    pub fn with_hooks(mut self, hooks: Hooks) -> SessionConfig {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Sets the price of `model` (adding it to the table or replacing its entry).
+    pub fn with_price(mut self, model: impl Into<String>, price: Price) -> SessionConfig {
+        self.prices = std::mem::take(&mut self.prices).with_price(model, price);
+        self
+    }
+
+    /// Replaces the whole price table (`PriceTable::empty()` reports no cost at all).
+    pub fn with_prices(mut self, prices: PriceTable) -> SessionConfig {
+        self.prices = prices;
         self
     }
 

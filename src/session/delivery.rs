@@ -141,6 +141,18 @@ impl EventSink {
         }
     }
 
+    /// The id of the session whose events this sink carries.
+    pub(crate) fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// For a subagent's sink: its parent's sink and the subagent's id.
+    pub(crate) fn parent(&self) -> Option<(&EventSink, &str)> {
+        self.forward
+            .as_ref()
+            .map(|forward| (&*forward.parent, &*forward.agent_id))
+    }
+
     /// Sends this sink's events to `forward` instead of its own channel.
     pub(crate) fn forwarded_to(mut self, forward: Option<Forward>) -> EventSink {
         self.forward = forward;

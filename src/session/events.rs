@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use super::approval::ApprovalResponder;
 use super::compaction::{CompactionFallback, CompactionReason};
+use super::hooks::HookDecision;
 use crate::llm::{FinishReason, Usage};
 
 /// Where a session is in its lifecycle (spec §2.3).
@@ -57,6 +58,9 @@ pub enum StopReason {
     Aborted,
     /// A provider error ended the input (see the `ERROR` event).
     Error,
+    /// A `user_prompt_submit` hook blocked the input (its reason is in the
+    /// `HOOK_DECISION` event and in [`Outcome::blocked`](super::Outcome::blocked)).
+    Blocked,
 }
 
 /// Why a session closed.
@@ -98,6 +102,13 @@ pub enum CloseReason {
 ///   the tool call that spawned it runs, between rounds, or while the session is idle.
 ///   Each subagent's events keep their own order, and every subagent's `SessionEnd`
 ///   arrives before this session's `SessionEnd`.
+/// - `HookDecision` follows each hook call at its point: `session_start` after
+///   `SessionStart`; `user_prompt_submit` before the `UserInput` (or `SteeringInjected`) it
+///   is about (a blocked input has `UserInput` and `ProcessingEnd` with stop reason
+///   `blocked`); `pre_tool_use` after `ToolCallStart` and before `ApprovalRequested`;
+///   `post_tool_use` before `ToolCallEnd`; `stop` after the final `AssistantTextEnd`;
+///   `session_end` before `SessionEnd`. A failed hook adds a `Warning` (code `"hook"`)
+///   before its `HookDecision`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -115,6 +126,13 @@ pub enum EventKind {
         final_state: SessionState,
         /// Why it closed.
         reason: CloseReason,
+        /// Token counts summed over every model call of the session (subagents' calls are
+        /// in their own `SESSION_END`).
+        #[serde(default)]
+        usage: Usage,
+        /// What those calls cost in US dollars, when every call's model has a price.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// An input (submitted or follow-up) began processing.
     UserInput {
@@ -127,6 +145,12 @@ pub enum EventKind {
         stop_reason: StopReason,
         /// Tool rounds run for this input.
         rounds: usize,
+        /// Token counts summed over the model calls of this input.
+        #[serde(default)]
+        usage: Usage,
+        /// What those calls cost in US dollars, when every call's model has a price.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A model call began streaming.
     AssistantTextStart {},
@@ -158,6 +182,10 @@ pub enum EventKind {
         usage: Usage,
         /// How many tool calls the response asked for.
         tool_calls: usize,
+        /// What this call cost in US dollars, when the model has a price
+        /// ([`SessionConfig::prices`](super::SessionConfig::prices)).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A tool call began.
     ToolCallStart {
@@ -276,6 +304,17 @@ pub enum EventKind {
         #[serde(skip)]
         responder: ApprovalResponder,
     },
+    /// A hook decided something (see [`Hooks`](super::Hooks)); emitted for every call of
+    /// every hook, right after it returns.
+    HookDecision {
+        /// The hook point in snake case (`"pre_tool_use"`).
+        hook: String,
+        /// The tool call the hook was about, for tool hooks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// What it decided (a failed hook shows as the denial or `continue` it became).
+        decision: HookDecision,
+    },
     /// An event of a subagent this session started (see `spawn_agent` in [`profiles`](crate::profiles)), in the
     /// order the subagent emitted it. The inner event carries the subagent's own session
     /// id; a subagent's own children arrive nested one level deeper.
@@ -311,6 +350,7 @@ impl EventKind {
             EventKind::Error { .. } => "error",
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::SubagentEvent { .. } => "subagent_event",
+            EventKind::HookDecision { .. } => "hook_decision",
         }
     }
 }

@@ -88,11 +88,13 @@ mod config;
 mod delivery;
 mod events;
 mod history;
+mod hooks;
 mod input_events;
 mod loop_detection;
 mod subagents;
 mod tool_round;
 pub mod transcript;
+mod usage;
 mod worker;
 
 pub use approval::{Approval, ApprovalHook, ApprovalResponder};
@@ -102,10 +104,12 @@ pub use events::{CloseReason, EventKind, SessionEvent, SessionState, StopReason}
 pub use history::{
     AssistantTurn, History, SteeringTurn, SummaryTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
+pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 
 use compaction::run::CompactionState;
 use delivery::Listeners;
 pub(crate) use delivery::{EventSink, Forward};
+pub(crate) use hooks::HookRunner;
 use loop_detection::LoopDetector;
 use subagents::Subagents;
 use transcript::{Transcript, TranscriptHeader, TranscriptWriter};
@@ -123,8 +127,15 @@ pub struct Outcome {
     pub stop_reason: StopReason,
     /// Tool rounds run, over every input processed.
     pub rounds: usize,
-    /// Token counts summed over every model call.
+    /// Token counts summed over every model call (with cache and reasoning tokens where
+    /// the provider reports them).
     pub usage: Usage,
+    /// What those calls cost in US dollars, when every call's model has a price in
+    /// [`SessionConfig::prices`]; `None` otherwise.
+    pub cost_usd: Option<f64>,
+    /// The reason a `user_prompt_submit` hook gave for blocking the last input, when
+    /// `stop_reason` is `Blocked`.
+    pub blocked: Option<String>,
     /// Inputs processed: the submitted one plus the follow-ups that ran after it.
     pub inputs: usize,
     /// The provider error that ended the last input, when `stop_reason` is `Error`.
@@ -330,9 +341,14 @@ impl Session {
         mut profile: ProviderProfile,
         env: Arc<dyn ExecutionEnvironment>,
         client: Client,
-        config: SessionConfig,
+        mut config: SessionConfig,
         start: Start,
     ) -> Result<Session> {
+        // The approval policy is one pre_tool_use hook, after the host's own (subagents
+        // get the converted config, so it is converted once).
+        if let Some(approval) = config.approval.take() {
+            config.hooks = std::mem::take(&mut config.hooks).with_approval(approval);
+        }
         let short_id: String = id.chars().take(8).collect();
         let (inbox, inbox_rx) = crossbeam_channel::unbounded();
         let (event_tx, event_rx) = crossbeam_channel::unbounded();
@@ -392,6 +408,7 @@ impl Session {
             context_warned: false,
             transcript: start.transcript,
             startup_warnings: start.warnings,
+            totals: Default::default(),
             mcp: mcp.clone(),
         };
         let handle = thread::Builder::new()
@@ -652,7 +669,7 @@ fn excerpt(text: &str, max: usize) -> String {
 }
 
 /// The serialisable settings of `config` for a transcript header (never the approval
-/// hook).
+/// hook or the hooks themselves: only which events have hooks).
 fn config_record(config: &SessionConfig) -> serde_json::Value {
     serde_json::json!({
         "max_turns": config.max_turns,
@@ -667,6 +684,7 @@ fn config_record(config: &SessionConfig) -> serde_json::Value {
         "loop_detection_window": config.loop_detection_window,
         "max_subagent_depth": config.max_subagent_depth,
         "approval_hook": config.approval.is_some(),
+        "hooks": config.hooks.events().iter().map(|e| e.name()).collect::<Vec<_>>(),
         "allow_outside_working_dir": config.allow_outside_working_dir,
         "transcript_events": config.transcript_events,
     })

@@ -208,6 +208,17 @@ impl Subagents {
             Some(self.events.forwarding(&id)),
         )
         .map_err(|e| format!("the subagent could not start: {e}"))?;
+        let hooks = crate::session::HookRunner {
+            hooks: &self.config.hooks,
+            events: &self.events,
+            cwd: self.env.working_directory().to_string_lossy().into_owned(),
+        };
+        hooks.subagent(
+            crate::session::HookEvent::SubagentStart,
+            &id,
+            Some(request.task),
+            None,
+        );
         let pending = session
             .submit_with_reply(request.task.to_string())
             .map_err(|e| format!("the subagent could not start: {e}"))?;

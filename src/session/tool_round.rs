@@ -1,5 +1,6 @@
-//! One round of tool calls: start event, lookup and validation, approval, execution,
-//! truncation, end event — sequentially or on named scoped threads.
+//! One round of tool calls: start event, lookup and validation, `pre_tool_use` hooks (the
+//! approval policy among them), execution, `post_tool_use` hooks, truncation, end event —
+//! sequentially or on named scoped threads.
 //!
 //! Every call of a round gets exactly one [`ToolResult`], in call order, whatever happens:
 //! unknown tools, invalid arguments, denials, panics, interrupts and aborts all become error
@@ -14,9 +15,10 @@ use std::time::Instant;
 
 use crossbeam_channel::select;
 
-use super::approval::{Approval, ApprovalResponder, Decision};
+use super::approval::{ApprovalResponder, Decision};
 use super::delivery::EventSink;
 use super::events::{EventKind, SessionState};
+use super::hooks::{HookRunner, PostToolUse, PreToolUse};
 use super::{SessionConfig, lock};
 use crate::cancel::CancelToken;
 use crate::exec::{ExecutionEnvironment, OutputStream};
@@ -122,9 +124,34 @@ impl ToolRound<'_> {
             Ok(prepared) => prepared,
             Err(message) => return self.finish(call, error_outcome(message), started),
         };
-        if let Some(outcome) = self.approve(call) {
-            return self.finish(call, outcome, started);
-        }
+        let hooks = self.hooks();
+        // The hooks (and the approval policy, the last of them) decide; replaced arguments
+        // are validated against the schema again.
+        let prepared = match hooks.pre_tool_use(call) {
+            PreToolUse::Run(None) => prepared,
+            PreToolUse::Run(Some(arguments)) => {
+                let replaced = ToolCall {
+                    arguments,
+                    ..call.clone()
+                };
+                match self.profile.tool_registry.prepare(&replaced) {
+                    Ok(prepared) => prepared,
+                    Err(message) => {
+                        let message = format!(
+                            "The arguments a pre_tool_use hook substituted are not valid: {message}"
+                        );
+                        return self.finish(call, error_outcome(message), started);
+                    }
+                }
+            }
+            PreToolUse::Deny(reason) => {
+                return self.finish(call, denied(DeniedBy::Policy, &reason), started);
+            }
+            PreToolUse::Ask => match self.ask_host(call) {
+                Some(outcome) => return self.finish(call, outcome, started),
+                None => prepared,
+            },
+        };
         let decoder = OutputDecoder::default();
         let on_output = |stream: OutputStream, bytes: &[u8]| {
             let delta = decoder.decode(stream, bytes);
@@ -148,7 +175,16 @@ impl ToolRound<'_> {
         for (stream, rest) in decoder.flush() {
             self.emit_output(call, stream, rest);
         }
-        self.finish(call, outcome, started)
+        let post = hooks.post_tool_use(call, &outcome.text, outcome.is_error);
+        self.finish_with(call, outcome, started, post)
+    }
+
+    fn hooks(&self) -> HookRunner<'_> {
+        HookRunner {
+            hooks: &self.config.hooks,
+            events: self.events,
+            cwd: self.env.working_directory().to_string_lossy().into_owned(),
+        }
     }
 
     fn emit_output(&self, call: &ToolCall, stream: OutputStream, delta: String) {
@@ -161,16 +197,6 @@ impl ToolRound<'_> {
             stream: stream.to_string(),
             delta,
         });
-    }
-
-    /// Asks the approval hook; `Some` is the outcome of a call that must not run.
-    fn approve(&self, call: &ToolCall) -> Option<ToolOutcome> {
-        let hook = self.config.approval.as_ref()?;
-        match hook(call) {
-            Approval::Allow => None,
-            Approval::Deny(reason) => Some(denied(DeniedBy::Policy, &reason)),
-            Approval::Ask => self.ask_host(call),
-        }
     }
 
     /// Emits `APPROVAL_REQUESTED` and waits for the host's answer, an interrupt or an abort.
@@ -232,15 +258,28 @@ impl ToolRound<'_> {
         self.finish(call, outcome, Instant::now())
     }
 
-    /// Truncates for the model, emits `TOOL_CALL_END` with the full text, returns the result.
+    /// [`finish_with`](Self::finish_with) for a call that did not run (no post hook).
     fn finish(&self, call: &ToolCall, outcome: ToolOutcome, started: Instant) -> ToolResult {
+        self.finish_with(call, outcome, started, PostToolUse::default())
+    }
+
+    /// Truncates for the model (then applies what the `post_tool_use` hooks decided), emits
+    /// `TOOL_CALL_END` with the full text, returns the result.
+    fn finish_with(
+        &self,
+        call: &ToolCall,
+        outcome: ToolOutcome,
+        started: Instant,
+        post: PostToolUse,
+    ) -> ToolResult {
         let truncated = truncate_tool_output(
             &outcome.text,
             &call.name,
             &self.config.tool_output_limits,
             &self.config.tool_line_limits,
         );
-        let mut result = ToolResult::for_call(call, truncated.text, outcome.is_error);
+        let model_text = post.apply(truncated.text);
+        let mut result = ToolResult::for_call(call, model_text, outcome.is_error);
         result.image = outcome.image;
         let (output, error) = if outcome.is_error {
             (None, Some(outcome.text))

@@ -21,16 +21,18 @@ use super::compaction::run::CompactionState;
 use super::delivery::EventSink;
 use super::events::{CloseReason, EventKind, SessionState, StopReason};
 use super::history::{AssistantTurn, History, Turn};
+use super::hooks::{HookEvent, HookRunner, PromptSource, Submit};
 use super::loop_detection::LoopDetector;
 use super::tool_round::{ToolRound, cancelled_text};
 use super::transcript::TranscriptWriter;
+use super::usage::Totals;
 use super::{Outcome, SessionConfig, lock};
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind};
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{
     Client, FinishKind, FinishReason, Message, Request, Response, StreamEvent, ToolChoice,
-    ToolDefinition, ToolResult, Usage,
+    ToolDefinition, ToolResult,
 };
 use crate::profiles::ProviderProfile;
 use crate::session::subagents::Subagents;
@@ -72,9 +74,11 @@ struct InputEnd {
     text: String,
     stop: StopReason,
     rounds: usize,
-    usage: Usage,
+    totals: Totals,
     error: Option<Error>,
     fatal: bool,
+    /// Why a `user_prompt_submit` hook blocked the input.
+    blocked: Option<String>,
 }
 
 /// How one model call ended.
@@ -109,6 +113,8 @@ pub(crate) struct Worker {
     pub(crate) transcript: Option<Arc<TranscriptWriter>>,
     /// Warnings to emit right after `SESSION_START` (from resuming a transcript).
     pub(crate) startup_warnings: Vec<String>,
+    /// Usage and cost of every model call so far (for `SESSION_END`).
+    pub(crate) totals: Totals,
     /// The session's MCP servers, registered into the tool registry before each input.
     pub(crate) mcp: Option<Arc<Mutex<crate::mcp::McpServers>>>,
 }
@@ -123,6 +129,7 @@ impl Worker {
         for message in std::mem::take(&mut self.startup_warnings) {
             self.transcript_warning(message);
         }
+        self.hooks().observe(HookEvent::SessionStart);
         let reason = match self.env.initialize() {
             Ok(()) => {
                 for message in self.env.warnings() {
@@ -149,6 +156,8 @@ impl Worker {
                         self.events.emit(EventKind::ProcessingEnd {
                             stop_reason: StopReason::Error,
                             rounds: 0,
+                            usage: Default::default(),
+                            cost_usd: None,
                         });
                     }
                     CloseReason::Error
@@ -200,22 +209,35 @@ impl Worker {
         first: Option<String>,
         reply: Option<Sender<Outcome>>,
     ) -> Option<CloseReason> {
+        let mut totals = Totals::default();
         let mut outcome = Outcome {
             text: String::new(),
             stop_reason: StopReason::Completed,
             rounds: 0,
-            usage: Usage::default(),
+            usage: Default::default(),
+            cost_usd: None,
+            blocked: None,
             inputs: 0,
             error: None,
         };
         let mut closing = None;
-        let mut next = first.or_else(|| lock(&self.shared.follow_ups).pop_front());
-        while let Some(text) = next {
-            let end = self.process_input(text);
+        let follow_up = |worker: &Self| {
+            lock(&worker.shared.follow_ups)
+                .pop_front()
+                .map(|text| (text, PromptSource::FollowUp))
+        };
+        let mut next = first
+            .map(|text| (text, PromptSource::Input))
+            .or_else(|| follow_up(self));
+        while let Some((text, source)) = next {
+            let end = self.process_input(text, source);
             outcome.text = end.text;
             outcome.stop_reason = end.stop;
             outcome.rounds += end.rounds;
-            outcome.usage += end.usage;
+            totals += end.totals;
+            outcome.usage = totals.usage;
+            outcome.cost_usd = totals.cost();
+            outcome.blocked = end.blocked;
             outcome.inputs += 1;
             outcome.error = end.error;
             if self.abort.is_cancelled() {
@@ -226,11 +248,12 @@ impl Worker {
                 closing = Some(CloseReason::Error);
                 break;
             }
-            next = lock(&self.shared.follow_ups).pop_front();
+            next = follow_up(self);
         }
         if closing.is_none() {
             *lock(&self.shared.state) = SessionState::Idle;
         }
+        self.subagent_stopped(&outcome.text);
         if let Some(reply) = reply {
             let _ = reply.send(outcome);
         }
@@ -272,10 +295,28 @@ impl Worker {
     }
 
     /// The spec's `process_input`, for one input (follow-ups are separate inputs).
-    fn process_input(&mut self, text: String) -> InputEnd {
+    fn process_input(&mut self, text: String, source: PromptSource) -> InputEnd {
         let cancel = self.abort.child();
         *lock(&self.shared.current_input) = Some(cancel.clone());
         *lock(&self.shared.state) = SessionState::Processing;
+        let mut end = InputEnd {
+            text: String::new(),
+            stop: StopReason::Completed,
+            rounds: 0,
+            totals: Totals::default(),
+            error: None,
+            fatal: false,
+            blocked: None,
+        };
+        let text = match self.hooks().user_prompt_submit(text.clone(), source) {
+            Submit::Accept(text) => text,
+            Submit::Block(reason) => {
+                self.events.emit(EventKind::UserInput { content: text });
+                end.stop = StopReason::Blocked;
+                end.blocked = Some(reason);
+                return self.end_input(end);
+            }
+        };
         self.push_turn(Turn::user(text.clone()));
         self.events.emit(EventKind::UserInput { content: text });
         self.drain_steering();
@@ -289,14 +330,7 @@ impl Worker {
         self.compaction.bound_warned = false;
         // At most one compaction before each model call; one retry after an overflow.
         let mut overflow_retried = false;
-        let mut end = InputEnd {
-            text: String::new(),
-            stop: StopReason::Completed,
-            rounds: 0,
-            usage: Usage::default(),
-            error: None,
-            fatal: false,
-        };
+        let mut stop_hook_active = false;
         end.stop = loop {
             let max_rounds = self.config.max_tool_rounds_per_input;
             if max_rounds > 0 && end.rounds >= max_rounds {
@@ -346,7 +380,7 @@ impl Worker {
             self.compaction
                 .account
                 .report(&response.usage, &self.profile.id, history_at_request);
-            end.usage += response.usage;
+            end.totals.add(response.usage, self.call_cost(&response));
             end.text = response.text();
             let calls: Vec<_> = response.tool_calls().into_iter().cloned().collect();
             self.push_turn(assistant_turn(*response, calls.clone()));
@@ -355,6 +389,16 @@ impl Worker {
                 // the next input: inject it and let the model answer it now.
                 if !cancel.is_cancelled() && self.drain_steering() > 0 {
                     continue;
+                }
+                // A stop hook may continue the input; each continuation counts as a round,
+                // so `max_tool_rounds_per_input` bounds it.
+                if !cancel.is_cancelled() {
+                    if let Some(message) = self.hooks().stop(&end.text, stop_hook_active) {
+                        stop_hook_active = true;
+                        end.rounds += 1;
+                        self.push_turn(Turn::steering(message));
+                        continue;
+                    }
                 }
                 break StopReason::Completed;
             }
@@ -367,6 +411,12 @@ impl Worker {
             self.drain_steering();
             self.detect_loop(&calls);
         };
+        self.end_input(end)
+    }
+
+    /// The end of every input: answer open calls, leave the processing state, emit
+    /// `PROCESSING_END` with the input's totals.
+    fn end_input(&mut self, end: InputEnd) -> InputEnd {
         self.answer_open_calls();
         *lock(&self.shared.current_input) = None;
         // A host that sees PROCESSING_END sees the state it leads to (unless a follow-up
@@ -374,11 +424,43 @@ impl Worker {
         if !end.fatal && !self.abort.is_cancelled() && lock(&self.shared.follow_ups).is_empty() {
             *lock(&self.shared.state) = SessionState::Idle;
         }
+        self.totals += end.totals;
         self.events.emit(EventKind::ProcessingEnd {
             stop_reason: end.stop,
             rounds: end.rounds,
+            usage: end.totals.usage,
+            cost_usd: end.totals.cost(),
         });
         end
+    }
+
+    /// In a subagent: the parent's `subagent_stop` hooks, on the parent's stream.
+    fn subagent_stopped(&self, answer: &str) {
+        if let Some((parent, agent_id)) = self.events.parent() {
+            let runner = HookRunner {
+                events: parent,
+                ..self.hooks()
+            };
+            runner.subagent(HookEvent::SubagentStop, agent_id, None, Some(answer));
+        }
+    }
+
+    pub(crate) fn hooks(&self) -> HookRunner<'_> {
+        HookRunner {
+            hooks: &self.config.hooks,
+            events: &self.events,
+            cwd: self.env.working_directory().to_string_lossy().into_owned(),
+        }
+    }
+
+    /// The cost of one model call, by the model that answered (else the profile's).
+    fn call_cost(&self, response: &Response) -> Option<f64> {
+        let model = if response.model.is_empty() {
+            &self.profile.model
+        } else {
+            &response.model
+        };
+        self.config.prices.cost(model, &response.usage)
     }
 
     fn cancelled_stop(&self) -> StopReason {
@@ -409,6 +491,13 @@ impl Worker {
         loop {
             let Some(message) = lock(&self.shared.steering).pop_front() else {
                 return count;
+            };
+            let message = match self
+                .hooks()
+                .user_prompt_submit(message, PromptSource::Steering)
+            {
+                Submit::Accept(message) => message,
+                Submit::Block(_) => continue,
             };
             self.push_turn(Turn::steering(message.clone()));
             self.events
@@ -528,6 +617,7 @@ impl Worker {
                         finish_reason: response.finish_reason.clone(),
                         usage: response.usage,
                         tool_calls: response.tool_calls().len(),
+                        cost_usd: self.call_cost(&response),
                     });
                     return RoundEnd::Response(response);
                 }
@@ -549,8 +639,9 @@ impl Worker {
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
             refusal: None,
             finish_reason: FinishReason::new(FinishKind::Other, Some(raw.to_string())),
-            usage: Usage::default(),
+            usage: Default::default(),
             tool_calls: 0,
+            cost_usd: None,
         });
         if cancelled {
             return RoundEnd::Cancelled;
@@ -598,10 +689,13 @@ impl Worker {
                 code: "cleanup".to_string(),
             });
         }
+        self.hooks().observe(HookEvent::SessionEnd);
         *lock(&self.shared.state) = SessionState::Closed;
         self.events.emit(EventKind::SessionEnd {
             final_state: SessionState::Closed,
             reason,
+            usage: self.totals.usage,
+            cost_usd: self.totals.cost(),
         });
         // Inputs still queued are dropped with the inbox: their `run()` callers see the
         // session closed.

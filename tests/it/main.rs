@@ -2,6 +2,7 @@
 
 mod agent_cli;
 mod agent_cli_firsthour;
+mod agent_cli_hooks;
 mod anthropic;
 mod apply_patch;
 mod cli_conformance;
@@ -12,10 +13,12 @@ mod examples;
 mod exec_env;
 mod exec_files;
 mod exec_process;
+mod exec_stdin;
 mod exec_symlinks;
 mod firsthour_api;
 mod gemini;
 mod git_hostile;
+mod hooks;
 mod hostile_files;
 mod hostile_net;
 mod invariants;
@@ -50,4 +53,5 @@ mod tools;
 mod tools_search;
 mod tools_shell;
 mod transcript;
+mod usage;
 mod wire;

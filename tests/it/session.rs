@@ -225,7 +225,8 @@ fn abort_stops_the_loop_cancels_the_running_tool_and_closes_the_session() {
         events.last().unwrap().kind,
         EventKind::SessionEnd {
             final_state: SessionState::Closed,
-            reason: CloseReason::Aborted
+            reason: CloseReason::Aborted,
+            ..
         }
     ));
     assert_eq!(h.session.state(), SessionState::Closed);

@@ -78,7 +78,8 @@ fn authentication_errors_surface_immediately_and_close_the_session() {
         events.last().unwrap().kind,
         EventKind::SessionEnd {
             final_state: SessionState::Closed,
-            reason: CloseReason::Error
+            reason: CloseReason::Error,
+            ..
         }
     ));
     assert_eq!(h.session.state(), SessionState::Closed);

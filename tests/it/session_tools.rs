@@ -462,6 +462,7 @@ fn invalid_tool_arguments_return_an_error_result() {
     );
 }
 
+/// The approval hook is a `pre_tool_use` hook: a panic in it is a warning and a denial.
 #[test]
 fn a_panicking_approval_hook_produces_an_error_result_not_a_dead_worker() {
     let config = SessionConfig::default().with_approval(|call| {
@@ -482,7 +483,7 @@ fn a_panicking_approval_hook_produces_an_error_result_not_a_dead_worker() {
     assert_eq!(outcome.text, "recovered");
     let result = &tool_results(&h.model.requests()[1])[0];
     assert!(
-        result.is_error && result.content.contains("crashed"),
+        result.is_error && result.content.contains("the hook panicked: the hook broke"),
         "{}",
         result.content
     );

@@ -161,7 +161,7 @@ impl Connection {
             .child
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .stderr_tail();
+            .stderr_tail_after_exit(std::time::Duration::from_millis(250));
         let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
         let last = &lines[lines.len().saturating_sub(3)..];
         if last.is_empty() {

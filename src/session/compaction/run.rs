@@ -256,11 +256,24 @@ impl Worker {
     ) -> Request {
         Request {
             model: self.profile.model.clone(),
-            messages: vec![Message::system(prompt), Message::user(plan.input())],
+            messages: vec![
+                Message::system(prompt),
+                Message::user(self.with_compact_context(plan.input())),
+            ],
             provider: Some(self.profile.id.clone()),
             max_tokens: Some(u32::try_from(limits.summary_output).unwrap_or(u32::MAX)),
             ..Request::default()
         }
+    }
+
+    /// The compaction request's input with what the `pre_compact` hooks add.
+    fn with_compact_context(&self, input: &str) -> String {
+        let mut input = input.to_string();
+        for context in self.hooks().pre_compact() {
+            input.push_str("\n\n");
+            input.push_str(&context);
+        }
+        input
     }
 
     /// Decides the summary that goes into the history: the host's hook may replace the
@@ -276,6 +289,8 @@ impl Worker {
             Some(hook) => hook(proposed).unwrap_or_else(|| proposed.summary.clone()),
             None => proposed.summary.clone(),
         };
+        // The post_compact hooks see (and may replace) the summary after the host's hook.
+        let text = self.hooks().post_compact(text);
         let tokens = text.len() / BYTES_PER_TOKEN;
         if tokens > plan.replaced_tokens() || tokens > limits.summary_output * 2 {
             self.warn(format!(

@@ -82,7 +82,7 @@ fn run(
 ) -> (
     Vec<agentloop::session::SessionEvent>,
     Vec<Value>,
-    agentloop::session::Outcome,
+    agentloop::Result<agentloop::session::Outcome>,
 ) {
     let big = "b".repeat(4_000);
     let server = Server::start(vec![
@@ -108,7 +108,8 @@ fn run(
     )
     .unwrap();
     let mut events = session.events();
-    let outcome = session.run("echo something long").unwrap();
+    // `run` is `Err` when the provider failed (a second overflow), `Ok` otherwise.
+    let outcome = session.run("echo something long");
     let seen = collect_input(&mut events);
     let bodies = server.requests().iter().map(|r| r.json().clone()).collect();
     (seen, bodies, outcome)
@@ -123,6 +124,7 @@ fn every_recorded_overflow_shape_leads_to_one_compaction_and_one_retry() {
             overflow_reply(&path, status, &content_type),
             turn(&format, "finished after compacting", &[]),
         );
+        let outcome = outcome.unwrap_or_else(|e| panic!("{name}: {e:?}"));
         assert_eq!(
             stop_reason(&seen),
             StopReason::Completed,
@@ -167,7 +169,7 @@ fn a_second_overflow_after_compacting_is_a_typed_error() {
             "{name}: one compaction, no loop"
         );
         assert_eq!(bodies.len(), 4, "{name}");
-        let error = outcome.error.expect("the error");
+        let error = outcome.expect_err("a second overflow fails the run");
         assert_eq!(error.kind(), ErrorKind::ContextLength, "{name}");
         assert!(
             error.message().contains("still exceeds"),

@@ -1,0 +1,697 @@
+//! Lifecycle hooks: the host's closures called at fixed points of the loop, what they may
+//! decide, and the one place that calls them (panic-safe, every decision an event).
+//!
+//! See [`Hooks`] for the events, the decisions and the order of events.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::approval::{Approval, ApprovalHook};
+use super::delivery::EventSink;
+use super::events::EventKind;
+use crate::llm::ToolCall;
+
+/// The points of the loop a hook can attach to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HookEvent {
+    /// Before a validated tool call runs.
+    PreToolUse,
+    /// After a tool call ran.
+    PostToolUse,
+    /// Before an input, follow-up or steering message reaches the history.
+    UserPromptSubmit,
+    /// The model answered with text only: the input is about to end.
+    Stop,
+    /// The session started (after `SESSION_START`).
+    SessionStart,
+    /// The session is ending (before `SESSION_END`).
+    SessionEnd,
+    /// A subagent was started.
+    SubagentStart,
+    /// A subagent finished an input.
+    SubagentStop,
+    /// A history compaction is about to ask for a summary.
+    PreCompact,
+    /// A history compaction produced its summary.
+    PostCompact,
+}
+
+impl HookEvent {
+    /// Every event, in the order of the table in the module docs.
+    pub const ALL: [HookEvent; 10] = [
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::UserPromptSubmit,
+        HookEvent::Stop,
+        HookEvent::PreCompact,
+        HookEvent::PostCompact,
+        HookEvent::SessionStart,
+        HookEvent::SessionEnd,
+        HookEvent::SubagentStart,
+        HookEvent::SubagentStop,
+    ];
+
+    /// The snake-case name (`pre_tool_use`), as in `HOOK_DECISION` events.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "pre_tool_use",
+            HookEvent::PostToolUse => "post_tool_use",
+            HookEvent::UserPromptSubmit => "user_prompt_submit",
+            HookEvent::Stop => "stop",
+            HookEvent::SessionStart => "session_start",
+            HookEvent::SessionEnd => "session_end",
+            HookEvent::SubagentStart => "subagent_start",
+            HookEvent::SubagentStop => "subagent_stop",
+            HookEvent::PreCompact => "pre_compact",
+            HookEvent::PostCompact => "post_compact",
+        }
+    }
+
+    /// The name Claude Code and Codex hook files use (`PreToolUse`).
+    pub fn pascal_name(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::Stop => "Stop",
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::SessionEnd => "SessionEnd",
+            HookEvent::SubagentStart => "SubagentStart",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::PreCompact => "PreCompact",
+            HookEvent::PostCompact => "PostCompact",
+        }
+    }
+
+    /// Whether a failure of this hook denies what it guards.
+    fn blocking(self) -> bool {
+        matches!(self, HookEvent::PreToolUse | HookEvent::UserPromptSubmit)
+    }
+}
+
+/// Where a `user_prompt_submit` message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PromptSource {
+    /// `submit` or `run`.
+    Input,
+    /// `follow_up`.
+    FollowUp,
+    /// `steer`.
+    Steering,
+}
+
+/// What a hook is told. Fields that do not apply to the event are `None`.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct HookInput {
+    /// Which hook point.
+    pub event: HookEvent,
+    /// The session the hook fires in (a subagent's own id inside a subagent).
+    pub session_id: String,
+    /// The execution environment's working directory.
+    pub cwd: String,
+    /// The tool (tool hooks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// The tool call id (tool hooks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The call's arguments, as replaced by earlier hooks (tool hooks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// The full output or error text of the call (`post_tool_use`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Whether the call failed (`post_tool_use`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    /// The message (`user_prompt_submit`) or the subagent's task (`subagent_start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Where the message came from (`user_prompt_submit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<PromptSource>,
+    /// The model's final text (`stop`, `subagent_stop`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// Whether a `stop` hook already continued this input (`stop`): a hook that always
+    /// continues should check it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_hook_active: Option<bool>,
+    /// The summary (`post_compact`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The subagent (`subagent_start`, `subagent_stop`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(skip)]
+    call: Option<ToolCall>,
+}
+
+impl HookInput {
+    pub(crate) fn new(event: HookEvent, session_id: &str, cwd: &str) -> HookInput {
+        HookInput {
+            event,
+            session_id: session_id.to_string(),
+            cwd: cwd.to_string(),
+            tool_name: None,
+            call_id: None,
+            arguments: None,
+            output: None,
+            is_error: None,
+            prompt: None,
+            source: None,
+            answer: None,
+            stop_hook_active: None,
+            summary: None,
+            agent_id: None,
+            call: None,
+        }
+    }
+
+    fn for_call(mut self, call: &ToolCall) -> HookInput {
+        self.tool_name = Some(call.name.clone());
+        self.call_id = Some(call.id.clone());
+        self.arguments = Some(call.arguments.clone());
+        self.call = Some(call.clone());
+        self
+    }
+
+    /// The tool call (tool hooks), with the arguments as replaced by earlier hooks.
+    pub fn tool_call(&self) -> Option<&ToolCall> {
+        self.call.as_ref()
+    }
+}
+
+/// What a hook decides. Which decisions an event honours is in the
+/// [`Hooks`] documentation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", content = "value", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HookDecision {
+    /// Nothing to change.
+    Continue,
+    /// Refuse: the tool call gets an error result the model reads, or the message is
+    /// dropped. The string is the reason.
+    Deny(String),
+    /// Ask the host (`APPROVAL_REQUESTED`) before the tool call runs.
+    Ask,
+    /// Run the tool call with these arguments instead (validated against the schema).
+    ReplaceArguments(Value),
+    /// Append this text to what the model sees (tool output, message, summary request).
+    AddContext(String),
+    /// Show the model this text instead of the tool's output.
+    ReplaceOutput(String),
+    /// Use this message instead of the submitted one.
+    ReplacePrompt(String),
+    /// Do not end the input: add this message and let the model go on.
+    ContinueWith(String),
+    /// Use this summary instead of the compaction's.
+    ReplaceSummary(String),
+    /// Go on, but show the host this warning.
+    Warn(String),
+    /// The hook itself failed (a timeout, say): a warning, and a denial for blocking
+    /// hooks.
+    Fail(String),
+}
+
+/// One hook: a closure over [`HookInput`].
+pub type Hook = Arc<dyn Fn(&HookInput) -> HookDecision + Send + Sync>;
+
+/// The host's hooks. Build with [`Hooks::new`] and the `with_*` methods (or [`on`](Self::on)).
+///
+/// A [`Hooks`] value on [`SessionConfig`](crate::session::SessionConfig) holds closures
+/// `Fn(&HookInput) -> HookDecision` for each [`HookEvent`]. Several closures may serve one
+/// event: they run in the order they were added, each seeing what the earlier ones
+/// decided (replaced arguments, a rewritten prompt); the first denial wins.
+///
+/// | event | fires | may decide |
+/// |---|---|---|
+/// | `pre_tool_use` | before each validated tool call runs (every tool kind, sequential and parallel rounds) | `Continue`, `Deny` (the model gets an error result with the reason), `Ask` (the host's approval, `APPROVAL_REQUESTED`), `ReplaceArguments` (re-validated against the tool's schema) |
+/// | `post_tool_use` | after a tool call ran, with its full output | `AddContext` (appended to what the model sees), `ReplaceOutput` (what the model sees instead); `TOOL_CALL_END` still carries the full output |
+/// | `user_prompt_submit` | for each input, follow-up and steering message | `ReplacePrompt`, `AddContext` (appended to the message), `Deny` (the message is dropped; an input then ends with stop reason `blocked`) |
+/// | `stop` | when the model answers with text only | `ContinueWith(message)`: the message is added and the input goes on (each continuation counts as a round, so the round limit bounds it) |
+/// | `pre_compact` / `post_compact` | around a history compaction | `AddContext` (appended to the summary request's input) / `ReplaceSummary` (after the compaction's own summary hook) |
+/// | `session_start`, `session_end`, `subagent_start`, `subagent_stop` | as named | observe only |
+///
+/// Every decision is visible as a `HOOK_DECISION` event. A hook that panics, or answers
+/// [`HookDecision::Fail`] (a command hook that timed out, say), is a `WARNING` event (code
+/// `"hook"`) and — for the blocking hooks `pre_tool_use` and `user_prompt_submit` — a
+/// denial; it never ends the worker. [`HookDecision::Warn`] is a warning and nothing
+/// else. A decision an event cannot take (`ReplaceOutput` before a tool runs) is a warning
+/// and otherwise ignored. Hooks run on the thread that reaches the point (a tool thread
+/// in a parallel round), so they must be `Send + Sync`; this module never spawns.
+///
+/// A syntax or lint check after every edit is one use of `post_tool_use`:
+///
+/// ```
+/// use agentloop::session::{HookDecision, Hooks, SessionConfig};
+///
+/// let hooks = Hooks::new().with_post_tool_use(|input| {
+///     let edited = matches!(input.tool_name.as_deref(), Some("edit_file" | "write_file"));
+///     let path = input.arguments.as_ref().and_then(|a| a["file_path"].as_str());
+///     match path {
+///         // Run the project's linter on `path` here; report what it found.
+///         Some(path) if edited && path.ends_with(".json") => {
+///             HookDecision::AddContext(format!("lint: {path} checked, no problems"))
+///         }
+///         _ => HookDecision::Continue,
+///     }
+/// });
+/// let config = SessionConfig::default().with_hooks(hooks);
+/// # let _ = config;
+/// ```
+#[derive(Clone, Default)]
+pub struct Hooks {
+    entries: Vec<(HookEvent, Hook)>,
+}
+
+impl fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|(event, _)| event.name()))
+            .finish()
+    }
+}
+
+macro_rules! with_hook {
+    ($(#[$doc:meta] $method:ident => $event:ident),* $(,)?) => {$(
+        #[$doc]
+        pub fn $method(
+            self,
+            hook: impl Fn(&HookInput) -> HookDecision + Send + Sync + 'static,
+        ) -> Hooks {
+            self.on(HookEvent::$event, hook)
+        }
+    )*};
+}
+
+impl Hooks {
+    /// No hooks.
+    pub fn new() -> Hooks {
+        Hooks::default()
+    }
+
+    /// Adds `hook` for `event`, after the hooks already there.
+    pub fn on(
+        mut self,
+        event: HookEvent,
+        hook: impl Fn(&HookInput) -> HookDecision + Send + Sync + 'static,
+    ) -> Hooks {
+        self.entries.push((event, Arc::new(hook)));
+        self
+    }
+
+    with_hook! {
+        /// Adds a `pre_tool_use` hook.
+        with_pre_tool_use => PreToolUse,
+        /// Adds a `post_tool_use` hook.
+        with_post_tool_use => PostToolUse,
+        /// Adds a `user_prompt_submit` hook.
+        with_user_prompt_submit => UserPromptSubmit,
+        /// Adds a `stop` hook.
+        with_stop => Stop,
+        /// Adds a `session_start` hook.
+        with_session_start => SessionStart,
+        /// Adds a `session_end` hook.
+        with_session_end => SessionEnd,
+        /// Adds a `subagent_start` hook.
+        with_subagent_start => SubagentStart,
+        /// Adds a `subagent_stop` hook.
+        with_subagent_stop => SubagentStop,
+        /// Adds a `pre_compact` hook.
+        with_pre_compact => PreCompact,
+        /// Adds a `post_compact` hook.
+        with_post_compact => PostCompact,
+    }
+
+    /// Whether no hook is set.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The events that have hooks, each once, in the order of [`HookEvent::ALL`].
+    pub fn events(&self) -> Vec<HookEvent> {
+        HookEvent::ALL
+            .into_iter()
+            .filter(|event| self.handles(*event))
+            .collect()
+    }
+
+    /// Whether a hook is set for `event`.
+    pub fn handles(&self, event: HookEvent) -> bool {
+        self.entries.iter().any(|(e, _)| *e == event)
+    }
+
+    /// The approval policy as a `pre_tool_use` hook (what `with_approval` sets up).
+    pub(crate) fn with_approval(self, approval: ApprovalHook) -> Hooks {
+        self.with_pre_tool_use(move |input| match input.tool_call() {
+            Some(call) => match approval(call) {
+                Approval::Allow => HookDecision::Continue,
+                Approval::Deny(reason) => HookDecision::Deny(reason),
+                Approval::Ask => HookDecision::Ask,
+            },
+            None => HookDecision::Continue,
+        })
+    }
+
+    fn for_event(&self, event: HookEvent) -> impl Iterator<Item = &Hook> {
+        self.entries
+            .iter()
+            .filter(move |(e, _)| *e == event)
+            .map(|(_, hook)| hook)
+    }
+}
+
+/// What `pre_tool_use` decided.
+pub(crate) enum PreToolUse {
+    /// Run it, with these arguments when a hook replaced them.
+    Run(Option<Value>),
+    Deny(String),
+    Ask,
+}
+
+/// What `post_tool_use` decided about the model's copy of the output.
+#[derive(Default)]
+pub(crate) struct PostToolUse {
+    pub(crate) replaced: Option<String>,
+    pub(crate) context: Vec<String>,
+}
+
+impl PostToolUse {
+    /// `text` as the model should see it.
+    pub(crate) fn apply(self, text: String) -> String {
+        let mut text = self.replaced.unwrap_or(text);
+        for context in self.context {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&context);
+        }
+        text
+    }
+}
+
+/// What `user_prompt_submit` decided.
+pub(crate) enum Submit {
+    Accept(String),
+    Block(String),
+}
+
+/// Calls the hooks of one session: builds the inputs, catches panics, emits the events.
+pub(crate) struct HookRunner<'a> {
+    pub(crate) hooks: &'a Hooks,
+    pub(crate) events: &'a EventSink,
+    pub(crate) cwd: String,
+}
+
+impl HookRunner<'_> {
+    fn input(&self, event: HookEvent) -> HookInput {
+        HookInput::new(event, self.events.session_id(), &self.cwd)
+    }
+
+    /// Calls one hook; a panic becomes `Fail`.
+    fn call(&self, hook: &Hook, input: &HookInput) -> HookDecision {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(input))).unwrap_or_else(
+            |payload| {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".to_string());
+                HookDecision::Fail(format!("the hook panicked: {what}"))
+            },
+        )
+    }
+
+    /// Calls every hook of `input.event` in order, passing each decision (after failures
+    /// became denials or warnings, and decisions the event cannot take were dropped) to
+    /// `apply`, which may update the input; stops at the first `false`.
+    fn each(
+        &self,
+        mut input: HookInput,
+        mut apply: impl FnMut(&mut HookInput, HookDecision) -> bool,
+    ) {
+        let event = input.event;
+        for hook in self.hooks.for_event(event) {
+            let decision = self.call(hook, &input);
+            let decision = self.settle(event, input.call_id.as_deref(), decision);
+            if !apply(&mut input, decision) {
+                return;
+            }
+        }
+    }
+
+    /// Emits the events of one decision; returns what it amounts to.
+    fn settle(
+        &self,
+        event: HookEvent,
+        call_id: Option<&str>,
+        decision: HookDecision,
+    ) -> HookDecision {
+        let effective = match decision {
+            HookDecision::Fail(message) => {
+                self.warn(format!("{} hook failed: {message}", event.name()));
+                if event.blocking() {
+                    HookDecision::Deny(format!("the {} hook failed: {message}", event.name()))
+                } else {
+                    HookDecision::Continue
+                }
+            }
+            HookDecision::Warn(message) => {
+                self.warn(format!("{} hook: {message}", event.name()));
+                HookDecision::Continue
+            }
+            decision if !allowed(event, &decision) => {
+                self.warn(format!(
+                    "the {} hook answered {}, which that hook cannot do; ignored",
+                    event.name(),
+                    decision_name(&decision)
+                ));
+                HookDecision::Continue
+            }
+            decision => decision,
+        };
+        self.events.emit(EventKind::HookDecision {
+            hook: event.name().to_string(),
+            call_id: call_id.map(str::to_string),
+            decision: effective.clone(),
+        });
+        effective
+    }
+
+    fn warn(&self, message: String) {
+        self.events.emit(EventKind::Warning {
+            message,
+            code: "hook".to_string(),
+        });
+    }
+
+    pub(crate) fn pre_tool_use(&self, call: &ToolCall) -> PreToolUse {
+        if !self.hooks.handles(HookEvent::PreToolUse) {
+            return PreToolUse::Run(None);
+        }
+        let mut verdict = PreToolUse::Run(None);
+        let mut ask = false;
+        self.each(
+            self.input(HookEvent::PreToolUse).for_call(call),
+            |input, decision| {
+                match decision {
+                    HookDecision::Deny(reason) => {
+                        verdict = PreToolUse::Deny(reason);
+                        return false;
+                    }
+                    HookDecision::Ask => ask = true,
+                    HookDecision::ReplaceArguments(arguments) => {
+                        input.arguments = Some(arguments.clone());
+                        if let Some(call) = &mut input.call {
+                            call.arguments = arguments.clone();
+                        }
+                        verdict = PreToolUse::Run(Some(arguments));
+                    }
+                    _ => {}
+                }
+                true
+            },
+        );
+        match verdict {
+            PreToolUse::Run(_) if ask => PreToolUse::Ask,
+            verdict => verdict,
+        }
+    }
+
+    pub(crate) fn post_tool_use(
+        &self,
+        call: &ToolCall,
+        output: &str,
+        is_error: bool,
+    ) -> PostToolUse {
+        let mut post = PostToolUse::default();
+        if !self.hooks.handles(HookEvent::PostToolUse) {
+            return post;
+        }
+        let mut input = self.input(HookEvent::PostToolUse).for_call(call);
+        input.output = Some(output.to_string());
+        input.is_error = Some(is_error);
+        self.each(input, |_, decision| {
+            match decision {
+                HookDecision::ReplaceOutput(text) => post.replaced = Some(text),
+                HookDecision::AddContext(text) => post.context.push(text),
+                _ => {}
+            }
+            true
+        });
+        post
+    }
+
+    pub(crate) fn user_prompt_submit(&self, text: String, source: PromptSource) -> Submit {
+        if !self.hooks.handles(HookEvent::UserPromptSubmit) {
+            return Submit::Accept(text);
+        }
+        let mut input = self.input(HookEvent::UserPromptSubmit);
+        input.prompt = Some(text.clone());
+        input.source = Some(source);
+        let mut prompt = text;
+        let mut context = Vec::new();
+        let mut blocked = None;
+        self.each(input, |input, decision| {
+            match decision {
+                HookDecision::Deny(reason) => {
+                    blocked = Some(reason);
+                    return false;
+                }
+                HookDecision::ReplacePrompt(text) => {
+                    input.prompt = Some(text.clone());
+                    prompt = text;
+                }
+                HookDecision::AddContext(text) => context.push(text),
+                _ => {}
+            }
+            true
+        });
+        if let Some(reason) = blocked {
+            return Submit::Block(reason);
+        }
+        for text in context {
+            prompt.push_str("\n\n");
+            prompt.push_str(&text);
+        }
+        Submit::Accept(prompt)
+    }
+
+    /// `Some(message)` when a hook continues the input.
+    pub(crate) fn stop(&self, answer: &str, active: bool) -> Option<String> {
+        if !self.hooks.handles(HookEvent::Stop) {
+            return None;
+        }
+        let mut input = self.input(HookEvent::Stop);
+        input.answer = Some(answer.to_string());
+        input.stop_hook_active = Some(active);
+        let mut message = None;
+        self.each(input, |_, decision| {
+            if let HookDecision::ContinueWith(text) = decision {
+                message = Some(text);
+                return false;
+            }
+            true
+        });
+        message
+    }
+
+    /// `session_start`, `session_end`: observe only.
+    pub(crate) fn observe(&self, event: HookEvent) {
+        if self.hooks.handles(event) {
+            self.each(self.input(event), |_, _| true);
+        }
+    }
+
+    /// `subagent_start` (`task` set) and `subagent_stop` (`answer` set): observe only.
+    pub(crate) fn subagent(
+        &self,
+        event: HookEvent,
+        agent_id: &str,
+        task: Option<&str>,
+        answer: Option<&str>,
+    ) {
+        if !self.hooks.handles(event) {
+            return;
+        }
+        let mut input = self.input(event);
+        input.agent_id = Some(agent_id.to_string());
+        input.prompt = task.map(str::to_string);
+        input.answer = answer.map(str::to_string);
+        self.each(input, |_, _| true);
+    }
+
+    /// `pre_compact`: the context hooks add to the summary request.
+    pub(crate) fn pre_compact(&self) -> Vec<String> {
+        if !self.hooks.handles(HookEvent::PreCompact) {
+            return Vec::new();
+        }
+        let mut context = Vec::new();
+        self.each(self.input(HookEvent::PreCompact), |_, decision| {
+            if let HookDecision::AddContext(text) = decision {
+                context.push(text);
+            }
+            true
+        });
+        context
+    }
+
+    /// `post_compact`: the summary, as replaced by the hooks.
+    pub(crate) fn post_compact(&self, summary: String) -> String {
+        if !self.hooks.handles(HookEvent::PostCompact) {
+            return summary;
+        }
+        let mut input = self.input(HookEvent::PostCompact);
+        input.summary = Some(summary.clone());
+        let mut summary = summary;
+        self.each(input, |input, decision| {
+            if let HookDecision::ReplaceSummary(text) = decision {
+                input.summary = Some(text.clone());
+                summary = text;
+            }
+            true
+        });
+        summary
+    }
+}
+
+/// Whether `event` honours `decision` (`Fail` and `Warn` are settled before).
+fn allowed(event: HookEvent, decision: &HookDecision) -> bool {
+    use HookDecision as D;
+    use HookEvent as E;
+    match decision {
+        D::Continue | D::Warn(_) | D::Fail(_) => true,
+        D::Deny(_) => matches!(event, E::PreToolUse | E::UserPromptSubmit),
+        D::Ask | D::ReplaceArguments(_) => event == E::PreToolUse,
+        D::AddContext(_) => matches!(event, E::PostToolUse | E::UserPromptSubmit | E::PreCompact),
+        D::ReplaceOutput(_) => event == E::PostToolUse,
+        D::ReplacePrompt(_) => event == E::UserPromptSubmit,
+        D::ContinueWith(_) => event == E::Stop,
+        D::ReplaceSummary(_) => event == E::PostCompact,
+    }
+}
+
+fn decision_name(decision: &HookDecision) -> &'static str {
+    match decision {
+        HookDecision::Continue => "continue",
+        HookDecision::Deny(_) => "deny",
+        HookDecision::Ask => "ask",
+        HookDecision::ReplaceArguments(_) => "replace_arguments",
+        HookDecision::AddContext(_) => "add_context",
+        HookDecision::ReplaceOutput(_) => "replace_output",
+        HookDecision::ReplacePrompt(_) => "replace_prompt",
+        HookDecision::ContinueWith(_) => "continue_with",
+        HookDecision::ReplaceSummary(_) => "replace_summary",
+        HookDecision::Warn(_) => "warn",
+        HookDecision::Fail(_) => "fail",
+    }
+}
