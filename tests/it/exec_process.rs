@@ -330,7 +330,10 @@ fn cancelling_a_running_command_returns_quickly_and_the_group_is_gone() {
     assert!(result.cancelled && !result.timed_out, "{result:?}");
     // A ceiling that catches a hang (the command sleeps 30 s), generous for a loaded machine;
     // the bench measures the real latency.
-    assert!(after_cancel < Duration::from_secs(1), "took {after_cancel:?}");
+    assert!(
+        after_cancel < Duration::from_secs(1),
+        "took {after_cancel:?}"
+    );
     assert_gone(pid_in(&result.stdout));
 }
 
