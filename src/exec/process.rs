@@ -117,28 +117,7 @@ pub(crate) fn run(
         });
     }
     let deadline = started + spec.timeout;
-    let mut command = Command::new(shell());
-    command
-        .arg("-c")
-        .arg(spec.command)
-        .current_dir(spec.cwd)
-        .env_clear()
-        .envs(spec.env)
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    if let Some(hook) = spec.sandbox {
-        // SAFETY: `apply` makes only raw syscalls (async-signal-safe) and reads only the
-        // prepared values `hook` points to, which the caller keeps alive across the spawn.
-        unsafe {
-            command.pre_exec(move || super::sandbox::spawn::apply(hook));
-        }
-    }
+    let mut command = shell_command(spec);
     let mut child = command
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("failed to spawn `{}`: {e}", shell())))?;
@@ -230,6 +209,34 @@ pub(crate) fn run(
             stderr: stderr.into_text(),
         })
     })
+}
+
+/// The shell command for `spec`: its own process group, its environment and directory,
+/// piped output, stdin piped only when there is input, and the sandbox applied in the child.
+fn shell_command(spec: &Spawn<'_>) -> Command {
+    let mut command = Command::new(shell());
+    command
+        .arg("-c")
+        .arg(spec.command)
+        .current_dir(spec.cwd)
+        .env_clear()
+        .envs(spec.env)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(hook) = spec.sandbox {
+        // SAFETY: `apply` makes only raw syscalls (async-signal-safe) and reads only the
+        // prepared values `hook` points to, which the caller keeps alive across the spawn.
+        unsafe {
+            command.pre_exec(move || super::sandbox::spawn::apply(hook));
+        }
+    }
+    command
 }
 
 fn join_reader(handle: thread::ScopedJoinHandle<'_, [Capture; 2]>) -> [Capture; 2] {
