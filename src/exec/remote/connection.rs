@@ -146,12 +146,19 @@ impl Connection {
     /// The error a call sees once the connection has ended (the reader's reason if it
     /// has one, else `detail`), with the transport's stderr tail.
     pub(crate) fn closed(&self, detail: String) -> RemoteError {
-        if let Some(reason) = &self.lock_pending().closed {
-            return reason.clone();
-        }
-        RemoteError::Closed {
-            transport: self.label.clone(),
-            detail: format!("{detail}{}", self.stderr_note()),
+        let reason = self.lock_pending().closed.clone();
+        match reason {
+            // The reader saw the end first (a transport that exited at once): its reason,
+            // with the transport's last words, which the reader does not add.
+            Some(RemoteError::Closed { transport, detail }) => RemoteError::Closed {
+                transport,
+                detail: format!("{detail}{}", self.stderr_note()),
+            },
+            Some(other) => other,
+            None => RemoteError::Closed {
+                transport: self.label.clone(),
+                detail: format!("{detail}{}", self.stderr_note()),
+            },
         }
     }
 
