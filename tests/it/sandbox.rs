@@ -521,12 +521,18 @@ fn a_child_that_double_forks_and_writes_later_is_denied() {
     };
     let target = f.outside.join("late.txt");
     let marker = f.ws.join("late-ran");
+    let escaped = f.ws.join("escaped");
+    // The command waits until the writer has left its process group (`setsid` has run and
+    // exec'd `sh`): until then, the writer is still in the group, which the command's end
+    // terminates — under load `setsid` can take longer to start than the drain lasts.
     let outcome = sh(
         &env,
         &format!(
-            "( setsid sh -c 'sleep 1; echo x > {} ; echo $? > {}' </dev/null >/dev/null 2>&1 & ) ; echo started",
+            "( setsid sh -c 'touch {esc}; sleep 1; echo x > {}; echo $? > {}' </dev/null >/dev/null 2>&1 & ) ; \
+             while [ ! -e {esc} ]; do sleep 0.01; done; echo started",
             target.display(),
-            marker.display()
+            marker.display(),
+            esc = escaped.display(),
         ),
     );
     assert!(outcome.text.contains("started"), "{}", outcome.text);
