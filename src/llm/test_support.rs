@@ -12,7 +12,7 @@ use crate::llm::sse;
 use crate::llm::wire::{Decoder, WireFormat};
 use crate::llm::{FinishKind, Response, StreamEvent, ToolKind};
 
-/// `tests/data/conformance`: the repository's copy of the recorded corpus (reference copy: `../shared/conformance`).
+/// `tests/data/conformance`: the repository's copy of the recorded corpus, with its sources.
 pub(crate) fn conformance_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance")
 }

@@ -30,7 +30,7 @@
 //!   `max_restarts` times per session.
 //!
 //! Subagents do not get the parent's MCP tools. Nothing in this module spawns a process or
-//! uses `unsafe` itself (`exec` does).
+//! needs raw system calls itself: `exec` does both.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -36,7 +36,7 @@ use agentloop::Error;
 use agentloop::llm::{ContentPart, FinishKind, Response};
 use serde_json::Value;
 
-/// `tests/data/conformance`: the repository's copy of the recorded corpus (reference copy: `../shared/conformance`).
+/// `tests/data/conformance`: the repository's copy of the recorded corpus, with its sources.
 pub fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance")
 }
