@@ -81,7 +81,14 @@ impl Iterator for TimedStream {
     }
 }
 
+/// A tool that returns at once. It never waits, so it honours a cancel as promptly as any
+/// tool can, and is marked so: the loop runs it on the round's own thread. (The unmarked
+/// variant, run on a helper thread the loop can abandon, has its own row.)
 pub(crate) fn noop_tool() -> RegisteredTool {
+    unmarked_noop_tool().returning_on_cancel()
+}
+
+fn unmarked_noop_tool() -> RegisteredTool {
     RegisteredTool::new(
         ToolDefinition {
             name: "noop".into(),
@@ -110,6 +117,14 @@ fn drain(events: Events) -> std::thread::JoinHandle<usize> {
 /// Runs one input of ROUNDS model calls through `provider`; returns (total, provider time,
 /// events seen).
 fn session_run(provider: impl Provider + 'static, id: &str) -> (Duration, Duration, usize) {
+    session_run_with(provider, id, noop_tool())
+}
+
+fn session_run_with(
+    provider: impl Provider + 'static,
+    id: &str,
+    tool: RegisteredTool,
+) -> (Duration, Duration, usize) {
     let nanos = Arc::new(AtomicU64::new(0));
     let client = Client::new().with_provider(Timed {
         inner: provider,
@@ -117,7 +132,7 @@ fn session_run(provider: impl Provider + 'static, id: &str) -> (Duration, Durati
     });
     let profile = ProviderProfile::new(id, "bench-model")
         .with_base_instructions("You are a benchmark agent.")
-        .with_tool(noop_tool());
+        .with_tool(tool);
     let (_dir, env) = env();
     let session = Session::new(profile, env, client, SessionConfig::default()).expect("session");
     let reader = drain(session.events());
@@ -173,7 +188,7 @@ fn loop_overhead() -> Vec<Row> {
     ));
 
     // The same shape with the scripted model: no HTTP at all.
-    let model = ScriptedModel::dynamic(|request| {
+    let script = |request: &agentloop::llm::Request| {
         let calls = request
             .messages
             .iter()
@@ -184,12 +199,22 @@ fn loop_overhead() -> Vec<Row> {
         } else {
             ScriptedTurn::text("done")
         }
-    });
-    let (total, provider, _) = session_run(model, "scripted");
+    };
+    let (total, provider, _) = session_run(ScriptedModel::dynamic(script), "scripted");
     rows.push(row(
         format!("{ROUNDS}-round session, scripted model: loop overhead per round"),
         ms(total.saturating_sub(provider) / ROUNDS as u32),
         "< 1 ms",
+    ));
+    let (total, provider, _) = session_run_with(
+        ScriptedModel::dynamic(script),
+        "scripted",
+        unmarked_noop_tool(),
+    );
+    rows.push(row(
+        "  the same, the tool not marked `returning_on_cancel` (helper thread per call)",
+        ms(total.saturating_sub(provider) / ROUNDS as u32),
+        "",
     ));
     rows
 }

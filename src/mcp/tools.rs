@@ -73,21 +73,24 @@ pub(crate) fn register(
             tool.name.clone(),
             tool.input_schema.clone(),
         );
-        registry.register(RegisteredTool::new(definition, move |input, ctx| {
-            let arguments = match input {
-                ToolInput::Json(map) => Value::Object(map),
-                ToolInput::Freeform(text) => json!({ "input": text }),
-            };
-            let problems = schema::validate(&arguments, &raw_schema);
-            if !problems.is_empty() {
-                return Err(format!(
-                    "invalid arguments for `{raw}`: {}",
-                    problems.join("; ")
-                ));
-            }
-            let result = server.call(&raw, arguments, ctx.cancel)?;
-            map_result(&result)
-        }));
+        registry.register(
+            RegisteredTool::new(definition, move |input, ctx| {
+                let arguments = match input {
+                    ToolInput::Json(map) => Value::Object(map),
+                    ToolInput::Freeform(text) => json!({ "input": text }),
+                };
+                let problems = schema::validate(&arguments, &raw_schema);
+                if !problems.is_empty() {
+                    return Err(format!(
+                        "invalid arguments for `{raw}`: {}",
+                        problems.join("; ")
+                    ));
+                }
+                let result = server.call(&raw, arguments, ctx.cancel)?;
+                map_result(&result)
+            })
+            .returning_on_cancel(),
+        );
         names.push(name);
     }
     names

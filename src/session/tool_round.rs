@@ -8,10 +8,10 @@
 //! `TOOL_CALL_END`, which carries the full output; the model gets the truncated text. This
 //! module never outlives the round: every thread it starts is joined before it returns.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::select;
 
@@ -25,12 +25,12 @@ use crate::exec::{ExecutionEnvironment, OutputStream};
 use crate::llm::{ToolCall, ToolResult};
 use crate::profiles::ProviderProfile;
 use crate::tools::truncate::truncate_tool_output;
-use crate::tools::{ToolContext, ToolOutcome};
+use crate::tools::{PreparedCall, ToolContext, ToolOutcome};
 
 /// What the round needs from the session, borrowed for its duration.
 pub(crate) struct ToolRound<'a> {
     pub(crate) profile: &'a ProviderProfile,
-    pub(crate) env: &'a dyn ExecutionEnvironment,
+    pub(crate) env: &'a Arc<dyn ExecutionEnvironment>,
     pub(crate) config: &'a SessionConfig,
     pub(crate) events: &'a EventSink,
     pub(crate) state: &'a Mutex<SessionState>,
@@ -152,29 +152,14 @@ impl ToolRound<'_> {
                 None => prepared,
             },
         };
-        let decoder = OutputDecoder::default();
-        let on_output = |stream: OutputStream, bytes: &[u8]| {
-            let delta = decoder.decode(stream, bytes);
-            if !delta.is_empty() {
-                self.emit_output(call, stream, delta);
-            }
+        let outcome = if prepared.returns_on_cancel() {
+            let events = self.events;
+            execute(prepared, &self.call_setup(call), &|stream, delta| {
+                emit_output(events, call, stream, delta)
+            })
+        } else {
+            self.execute_on_helper(call, prepared)
         };
-        let (default_timeout, max_timeout) = self
-            .config
-            .command_timeouts(self.profile.default_command_timeout);
-        let ctx = ToolContext {
-            env: self.env,
-            call_id: &call.id,
-            cancel: self.cancel,
-            on_output: &on_output,
-            default_timeout,
-            max_timeout,
-            allow_outside_working_dir: self.config.allow_outside_working_dir,
-        };
-        let outcome = prepared.run(&ctx);
-        for (stream, rest) in decoder.flush() {
-            self.emit_output(call, stream, rest);
-        }
         let post = hooks.post_tool_use(call, &outcome.text, outcome.is_error);
         self.finish_with(call, outcome, started, post)
     }
@@ -187,16 +172,75 @@ impl ToolRound<'_> {
         }
     }
 
-    fn emit_output(&self, call: &ToolCall, stream: OutputStream, delta: String) {
-        let stream = match stream {
-            OutputStream::Stdout => "stdout",
-            OutputStream::Stderr => "stderr",
-        };
-        self.events.emit(EventKind::ToolCallOutputDelta {
+    /// What a call's [`ToolContext`] is made of, owned (a helper thread takes it along).
+    fn call_setup(&self, call: &ToolCall) -> CallSetup {
+        let (default_timeout, max_timeout) = self
+            .config
+            .command_timeouts(self.profile.default_command_timeout);
+        CallSetup {
+            env: Arc::clone(self.env),
             call_id: call.id.clone(),
-            stream: stream.to_string(),
-            delta,
+            cancel: self.cancel.clone(),
+            default_timeout,
+            max_timeout,
+            allow_outside_working_dir: self.config.allow_outside_working_dir,
+        }
+    }
+
+    /// Runs a tool that may not return on cancel on a helper thread, and waits for it, an
+    /// interrupt or an abort. After a cancel the tool gets [`ABANDON_GRACE`] to finish;
+    /// then the round gives up on it: the call ends as cancelled, the helper's later
+    /// output is dropped, and the helper ends whenever the tool does (holding only its
+    /// own clones of the environment and the event sink).
+    fn execute_on_helper(&self, call: &ToolCall, prepared: PreparedCall) -> ToolOutcome {
+        // Open while the round still listens; output is emitted under the lock, so none
+        // follows the call's `TOOL_CALL_END`.
+        let listening = Arc::new(Mutex::new(true));
+        let (done_tx, done) = crossbeam_channel::bounded::<ToolOutcome>(1);
+        let job = {
+            let setup = self.call_setup(call);
+            let (events, call, listening) =
+                (self.events.clone(), call.clone(), Arc::clone(&listening));
+            move || {
+                let outcome = execute(prepared, &setup, &|stream, delta| {
+                    if *lock(&listening) {
+                        emit_output(&events, &call, stream, delta);
+                    }
+                });
+                let _ = done_tx.send(outcome);
+            }
+        };
+        let spawned = thread::Builder::new()
+            .name(format!("agentloop-call-{}", self.short_id))
+            .spawn(job);
+        if let Err(e) = spawned {
+            return error_outcome(format!(
+                "Tool error ({}): the tool could not be started (no thread: {e}).",
+                call.name
+            ));
+        }
+        let (cancelled_tx, cancelled) = crossbeam_channel::bounded::<()>(1);
+        let _guard = self.cancel.on_cancel(move || {
+            let _ = cancelled_tx.try_send(());
         });
+        let finished = select! {
+            recv(done) -> outcome => outcome.map_err(|_| false),
+            recv(cancelled) -> _ => done.recv_timeout(ABANDON_GRACE).map_err(|e| e.is_timeout()),
+        };
+        match finished {
+            Ok(outcome) => outcome,
+            Err(abandoned) => {
+                *lock(&listening) = false;
+                if abandoned {
+                    self.cancelled_outcome()
+                } else {
+                    error_outcome(format!(
+                        "Tool error ({}): the tool crashed. Try a different approach.",
+                        call.name
+                    ))
+                }
+            }
+        }
     }
 
     /// Emits `APPROVAL_REQUESTED` and waits for the host's answer, an interrupt or an abort.
@@ -299,6 +343,63 @@ impl ToolRound<'_> {
         });
         result
     }
+}
+
+/// How long a tool that does not return on cancel gets to finish after an interrupt or
+/// abort before the round gives up on it (a file tool finishes in microseconds; one still
+/// running after this is taken to be stuck).
+const ABANDON_GRACE: Duration = Duration::from_millis(100);
+
+/// The owned parts of a call's [`ToolContext`].
+struct CallSetup {
+    env: Arc<dyn ExecutionEnvironment>,
+    call_id: String,
+    cancel: CancelToken,
+    default_timeout: Duration,
+    max_timeout: Duration,
+    allow_outside_working_dir: bool,
+}
+
+/// Runs `prepared`, turning its output chunks into text deltas for `emit` (a character
+/// split across chunks is held back until complete, and flushed at the end).
+fn execute(
+    prepared: PreparedCall,
+    setup: &CallSetup,
+    emit: &(dyn Fn(OutputStream, String) + Sync),
+) -> ToolOutcome {
+    let decoder = OutputDecoder::default();
+    let on_output = |stream: OutputStream, bytes: &[u8]| {
+        let delta = decoder.decode(stream, bytes);
+        if !delta.is_empty() {
+            emit(stream, delta);
+        }
+    };
+    let ctx = ToolContext {
+        env: &*setup.env,
+        call_id: &setup.call_id,
+        cancel: &setup.cancel,
+        on_output: &on_output,
+        default_timeout: setup.default_timeout,
+        max_timeout: setup.max_timeout,
+        allow_outside_working_dir: setup.allow_outside_working_dir,
+    };
+    let outcome = prepared.run(&ctx);
+    for (stream, rest) in decoder.flush() {
+        emit(stream, rest);
+    }
+    outcome
+}
+
+fn emit_output(events: &EventSink, call: &ToolCall, stream: OutputStream, delta: String) {
+    let stream = match stream {
+        OutputStream::Stdout => "stdout",
+        OutputStream::Stderr => "stderr",
+    };
+    events.emit(EventKind::ToolCallOutputDelta {
+        call_id: call.id.clone(),
+        stream: stream.to_string(),
+        delta,
+    });
 }
 
 /// The text the model gets for a call that an interrupt (or abort) kept from completing.

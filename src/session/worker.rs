@@ -474,7 +474,7 @@ impl Worker {
     fn tool_round<'a>(&'a self, cancel: &'a CancelToken) -> ToolRound<'a> {
         ToolRound {
             profile: &self.profile,
-            env: &*self.env,
+            env: &self.env,
             config: &self.config,
             events: &self.events,
             state: &self.shared.state,

@@ -177,6 +177,13 @@ pub struct RegisteredTool {
     pub definition: ToolDefinition,
     /// What runs.
     pub executor: ToolExecutor,
+    /// Whether the executor returns promptly once [`ToolContext::cancel`] is cancelled (the
+    /// shell tool and MCP tools do). The loop runs such a tool on the round's own thread;
+    /// any other tool runs on a helper thread that an interrupt or abort can leave behind
+    /// if the tool is stuck (a read on a hung network file system, a host tool that never
+    /// returns), so the session still ends. `false` from [`new`](Self::new) and
+    /// [`fallible`](Self::fallible); set it with [`returning_on_cancel`](Self::returning_on_cancel).
+    pub returns_on_cancel: bool,
 }
 
 impl fmt::Debug for RegisteredTool {
@@ -200,7 +207,17 @@ impl RegisteredTool {
         RegisteredTool {
             definition,
             executor: Arc::new(executor),
+            returns_on_cancel: false,
         }
+    }
+
+    /// Marks the tool as returning promptly on cancel, so that the loop runs it without a
+    /// helper thread. Only for an executor that watches [`ToolContext::cancel`] (or passes
+    /// it on, as [`exec_command`](crate::exec::ExecutionEnvironment::exec_command) does)
+    /// while it waits: a marked tool that blocks keeps an interrupt or abort waiting too.
+    pub fn returning_on_cancel(mut self) -> RegisteredTool {
+        self.returns_on_cancel = true;
+        self
     }
 
     /// A tool whose closure fails with a [`ToolError`], into which `?` converts any error
@@ -218,6 +235,7 @@ impl RegisteredTool {
             executor: Arc::new(move |input, ctx| {
                 executor(input, ctx).map_err(ToolError::into_message)
             }),
+            returns_on_cancel: false,
         }
     }
 }
@@ -322,6 +340,11 @@ pub struct ToolOutcome {
 }
 
 impl PreparedCall {
+    /// Whether the tool returns promptly on cancel ([`RegisteredTool::returns_on_cancel`]).
+    pub(crate) fn returns_on_cancel(&self) -> bool {
+        self.tool.returns_on_cancel
+    }
+
     /// The validated input.
     pub fn input(&self) -> &ToolInput {
         &self.input

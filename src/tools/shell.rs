@@ -74,7 +74,7 @@ pub fn definition() -> ToolDefinition {
 
 /// The `shell` tool.
 pub fn tool() -> RegisteredTool {
-    RegisteredTool::new(definition(), execute)
+    RegisteredTool::new(definition(), execute).returning_on_cancel()
 }
 
 fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {

@@ -37,6 +37,7 @@ mod scripted;
 mod search;
 mod session;
 mod session_abort;
+mod session_blocked_tool;
 mod session_errors;
 mod session_events;
 mod session_http;

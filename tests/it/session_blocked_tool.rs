@@ -1,0 +1,211 @@
+//! A file tool stuck in the kernel (a hung NFS or FUSE mount) cannot keep an interrupt or
+//! abort waiting: the round gives up on it, the session ends or goes on, and the stuck
+//! call's thread leaves once the file system answers.
+//!
+//! The stuck mount is played by a real FIFO with no writer, read by a host environment the
+//! way a naive one would: a plain blocking `std::fs::read`, which sleeps in `open` until a
+//! writer comes.
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentloop::exec::{ExecutionEnvironment, FileContent, LocalExecutionEnvironment};
+use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+use agentloop::session::{
+    CloseReason, EventKind, Events, Session, SessionConfig, SessionEvent, StopReason,
+};
+use serde_json::json;
+
+use crate::support::session::*;
+
+/// The tests count this process's call threads: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+struct BlockingReads(LocalExecutionEnvironment);
+
+impl ExecutionEnvironment for BlockingReads {
+    fn read_file(
+        &self,
+        path: &Path,
+        _offset: Option<usize>,
+        _limit: Option<usize>,
+    ) -> io::Result<FileContent> {
+        let bytes = std::fs::read(self.0.working_directory().join(path))?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        Ok(FileContent {
+            size: bytes.len() as u64,
+            total_lines: text.lines().count(),
+            text,
+        })
+    }
+
+    agentloop::forward_execution_environment!(self.0 =>
+        read_bytes, write_file, write_file_if_unchanged, remove_file, file_exists, stat,
+        list_directory, exec_command, grep, glob, initialize, warnings, cleanup,
+        working_directory, platform, os_version, max_command_timeout);
+}
+
+/// A temporary directory with the FIFO `stuck.txt`.
+struct StuckFile {
+    dir: tempfile::TempDir,
+    fifo: PathBuf,
+}
+
+impl StuckFile {
+    fn new() -> StuckFile {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("stuck.txt");
+        assert!(
+            Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        StuckFile { dir, fifo }
+    }
+}
+
+/// Lets a reader stuck on `fifo` go: opens the write end without blocking (that fails
+/// while nobody reads), writes a line, closes. Whether there was a reader.
+fn release(fifo: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    match OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(fifo)
+    {
+        Ok(mut writer) => writer.write_all(b"late content\n").is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Releases the FIFO when dropped. Declared after the session, so that it runs first when
+/// a failed assertion unwinds: without the fix under test the session's drop would wait
+/// for its stuck worker forever.
+struct Unstick(PathBuf);
+
+impl Drop for Unstick {
+    fn drop(&mut self) {
+        release(&self.0);
+    }
+}
+
+fn session(stuck: &StuckFile) -> (Session, Events) {
+    let turns = vec![
+        ScriptedTurn::tool_call("read_file", json!({"file_path": "stuck.txt"})),
+        ScriptedTurn::text("after the stuck read"),
+        ScriptedTurn::text("second answer"),
+    ];
+    let model = ScriptedModel::new(turns);
+    let env = BlockingReads(LocalExecutionEnvironment::new(stuck.dir.path()).unwrap());
+    let profile = profile().with_tool(agentloop::tools::read_file());
+    let client = crate::support::client_for(model);
+    let session = Session::new(profile, Arc::new(env), client, SessionConfig::default()).unwrap();
+    let events = session.events();
+    (session, events)
+}
+
+/// Submits the task and returns once the read is under way: `TOOL_CALL_START` seen and a
+/// thread asleep in the kernel waiting for the FIFO's writer.
+fn start_the_stuck_read(session: &Session, events: &mut Events) {
+    session.submit("read stuck.txt").unwrap();
+    collect_until(events, |e| {
+        matches!(e.kind, EventKind::ToolCallStart { .. })
+    });
+    let deadline = Instant::now() + HANG;
+    while fifo_waiters() == 0 {
+        assert!(Instant::now() < deadline, "the read never reached the FIFO");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// How many threads of this process sleep in `open` of a FIFO without a writer (kernel
+/// wait channel `wait_for_partner`). Only these tests open a FIFO that way: the library's
+/// own reads refuse FIFOs without blocking.
+fn fifo_waiters() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("wchan"))
+                .is_ok_and(|wchan| wchan.trim() == "wait_for_partner")
+        })
+        .count()
+}
+
+fn tool_call_end(events: &[SessionEvent]) -> (bool, String) {
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolCallEnd {
+                is_error, error, ..
+            } => Some((*is_error, error.clone().unwrap_or_default())),
+            _ => None,
+        })
+        .expect("a TOOL_CALL_END for the stuck call")
+}
+
+#[test]
+fn abort_ends_the_session_while_a_file_tool_is_blocked() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let stuck = StuckFile::new();
+    let (session, mut events) = session(&stuck);
+    let _unstick = Unstick(stuck.fifo.clone());
+    start_the_stuck_read(&session, &mut events);
+    let aborted = Instant::now();
+    session.abort();
+    let rest = collect_to_end(&mut events);
+    let took = aborted.elapsed();
+    assert!(took < Duration::from_secs(5), "SESSION_END after {took:?}");
+    let (is_error, error) = tool_call_end(&rest);
+    assert!(is_error && error.contains("aborted"), "{error}");
+    assert!(matches!(
+        rest.last().unwrap().kind,
+        EventKind::SessionEnd {
+            reason: CloseReason::Aborted,
+            ..
+        }
+    ));
+    assert_eq!(stop_reason(&rest), StopReason::Aborted);
+    // The file system answers at last: the stuck read returns, and nothing it read
+    // reaches the closed stream.
+    assert!(release(&stuck.fifo), "the helper still waits on the FIFO");
+    let deadline = Instant::now() + HANG;
+    while fifo_waiters() > 0 {
+        assert!(Instant::now() < deadline, "the call's thread never left");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(events.next().is_none(), "no event after SESSION_END");
+}
+
+#[test]
+fn interrupt_while_a_file_tool_is_blocked_leaves_a_usable_session() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let stuck = StuckFile::new();
+    let (session, mut events) = session(&stuck);
+    let _unstick = Unstick(stuck.fifo.clone());
+    start_the_stuck_read(&session, &mut events);
+    let interrupted = Instant::now();
+    session.interrupt();
+    let rest = collect_input(&mut events);
+    let took = interrupted.elapsed();
+    assert!(took < Duration::from_secs(5), "INPUT_END after {took:?}");
+    let (is_error, error) = tool_call_end(&rest);
+    assert!(is_error && error.contains("interrupted"), "{error}");
+    assert_eq!(stop_reason(&rest), StopReason::Interrupted);
+    assert_eq!(session.history().check_tool_results(), Ok(()));
+    // Still stuck, and the session goes on regardless.
+    assert_eq!(fifo_waiters(), 1, "the stuck call's thread is still there");
+    session.submit("and now?").unwrap();
+    let next = collect_input(&mut events);
+    let answered = next
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::AssistantTextEnd { text, .. } if !text.is_empty()));
+    assert!(answered, "{:?}", names(&next));
+    assert!(release(&stuck.fifo));
+}
