@@ -54,8 +54,8 @@ const EXIT_INTERRUPTED: i32 = 130;
 const TICK: Duration = Duration::from_millis(100);
 
 fn main() {
-    // First, before any thread: the keys leave the process environment (this may
-    // re-execute the program once).
+    // First, before any thread: the keys leave the process environment (and the block
+    // `/proc/<pid>/environ` shows).
     let keys = keys::take_from_environment();
     // Then the signals, so that one in the first milliseconds is handled too: until the
     // session starts it ends the program the default way (nothing to clean up yet).
