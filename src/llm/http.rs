@@ -106,7 +106,14 @@ impl HttpOptions {
             .timeout_recv_response(Some(self.first_byte_timeout))
             .timeout_per_read(Some(self.stall_timeout))
             .user_agent(concat!("agentloop/", env!("CARGO_PKG_VERSION")))
-            .max_redirects(0);
+            .max_redirects(0)
+            // ureq zero-fills both buffers (128 KiB each by default) for every connection:
+            // 64 fresh pages per request. The response header must fit in the input buffer,
+            // so it keeps ureq's header limit (64 KiB); the output buffer holds our request
+            // header and passes the body through in pieces.
+            .input_buffer_size(INPUT_BUFFER)
+            .max_response_header_size(INPUT_BUFFER)
+            .output_buffer_size(OUTPUT_BUFFER);
         if !self.use_env_proxy {
             builder = builder.proxy(None);
         }
@@ -129,6 +136,12 @@ pub(crate) type EventIter = Box<dyn Iterator<Item = Result<StreamEvent>> + Send>
 
 /// How much of a failed response's body is read for classification.
 const ERROR_BODY_LIMIT: u64 = 64 * 1024;
+
+/// ureq's buffer for the response: its header, then body reads.
+const INPUT_BUFFER: usize = 64 * 1024;
+
+/// ureq's buffer for the request header and body pieces.
+const OUTPUT_BUFFER: usize = 16 * 1024;
 
 /// Size of one body read.
 const READ_BUFFER: usize = 16 * 1024;

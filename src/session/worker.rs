@@ -140,6 +140,7 @@ impl Worker {
                 }
                 // Spec §6.3: the environment block is generated once, at session start.
                 self.profile.capture_environment(&*self.env);
+
                 // A bug in the loop must still end the event stream properly.
                 let served =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
@@ -326,6 +327,9 @@ impl Worker {
         self.prepare_mcp();
         let tools = self.profile.tools();
         self.compaction.account.set_fixed(&system_prompt, &tools);
+        // Built once per input (the tool schemas are not copied again each round); each
+        // round fills in the history.
+        let mut request = self.build_request(tools);
         self.compaction.this_input = 0;
         self.compaction.bound_warned = false;
         // At most one compaction before each model call; one retry after an overflow.
@@ -358,7 +362,7 @@ impl Worker {
                 break self.cancelled_stop();
             }
             self.check_context_usage();
-            let request = self.build_request(&system_prompt, &tools);
+            self.refresh_request(&mut request, &system_prompt);
             self.record_request(&request);
             let history_at_request = self.compaction.account.history_tokens();
             let response = match self.stream_round(&request, &cancel) {
@@ -375,7 +379,8 @@ impl Worker {
                     }
                 }
             };
-            drop(request);
+            // The history's copy is not kept while tools run.
+            request.messages = Vec::new();
             overflow_retried = false;
             self.compaction
                 .account
@@ -557,22 +562,29 @@ impl Worker {
         self.context_warned = above;
     }
 
-    fn build_request(&self, system_prompt: &str, tools: &[ToolDefinition]) -> Request {
-        let history = lock(&self.shared.history);
-        let mut messages = Vec::with_capacity(history.len() + 1);
-        messages.push(Message::system(system_prompt));
-        messages.extend(history.to_messages());
-        drop(history);
+    /// The request of an input, without messages ([`refresh_request`](Self::refresh_request)
+    /// adds them before each model call).
+    fn build_request(&self, tools: Vec<ToolDefinition>) -> Request {
         Request {
             model: self.profile.model.clone(),
-            messages,
             provider: Some(self.profile.id.clone()),
-            tools: tools.to_vec(),
             tool_choice: (!tools.is_empty()).then_some(ToolChoice::Auto),
-            reasoning_effort: lock(&self.shared.reasoning_effort).clone(),
-            provider_options: self.profile.provider_options(),
+            tools,
             ..Request::default()
         }
+    }
+
+    /// Fills `request` for the next model call: the system prompt and the whole history,
+    /// the reasoning effort and provider options as they are now.
+    fn refresh_request(&self, request: &mut Request, system_prompt: &str) {
+        let history = lock(&self.shared.history);
+        request.messages.clear();
+        request.messages.reserve(history.len() + 1);
+        request.messages.push(Message::system(system_prompt));
+        request.messages.extend(history.to_messages());
+        drop(history);
+        request.reasoning_effort = lock(&self.shared.reasoning_effort).clone();
+        request.provider_options = self.profile.provider_options();
     }
 
     /// Records a model call in the transcript: the request's one leading message is the
