@@ -9,6 +9,8 @@
 //!   time (wall minus the server's time per request) against the floor measured in the
 //!   same runs (`bash` exec'd, starting two more `bash`).
 //! - The offline demo (four tool rounds with a scripted model), the same two figures.
+//! - Start-up and own time again for the static build (`+crt-static`, built by the bench
+//!   with `--target x86_64-unknown-linux-gnu`): no dynamic loader at exec.
 //!
 //! The binary is built first with `cargo build --release --example agent` (a no-op when it
 //! is up to date); if that fails, the rows say so. Measures; never asserts.
@@ -283,7 +285,7 @@ fn median(mut values: Vec<Duration>) -> Duration {
 /// Start → first request, agent-own time (wall − the server's time) and the floor,
 /// medians of [`RUNS`], runs alternating: the CLI as it starts by default (commands in the
 /// `workspace-write` sandbox), the same with `--sandbox full-access`, the floor.
-fn startup_rows(agent: &Path) -> Vec<Row> {
+fn startup_rows(agent: &Path, build: &str) -> Vec<Row> {
     let (mut first, mut own, mut own_unsandboxed, mut floors) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
@@ -315,13 +317,15 @@ fn startup_rows(agent: &Path) -> Vec<Row> {
     };
     vec![
         row(
-            format!("agent, 3-round task: spawn → first request complete, median of {RUNS}"),
+            format!(
+                "agent ({build}), 3-round task: spawn → first request complete, median of {RUNS}"
+            ),
             format!("{:.2} ms", median(first).as_secs_f64() * 1e3),
             "≤ 2 ms",
         ),
         row(
             format!(
-                "agent, 3-round task: own time (wall − server time) / floor (exec + 2 bash), medians of {RUNS}"
+                "agent ({build}), 3-round task: own time (wall − server time) / floor (exec + 2 bash), medians of {RUNS}"
             ),
             against_floor(median(own)),
             "≤ 1.2×",
@@ -391,7 +395,40 @@ pub fn run() -> Vec<Row> {
         three_rounds,
         ("< 50 ms", "< 10 MB"),
     );
-    rows.extend(startup_rows(&agent));
+    rows.extend(startup_rows(&agent, "release"));
+    // The static build the README documents for copying the CLI around: no dynamic loader,
+    // no shared libraries to map and bind at exec.
+    let triple = "x86_64-unknown-linux-gnu";
+    let static_build = if cfg!(all(
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    )) {
+        cargo(
+            &[
+                "build",
+                "--release",
+                "--target",
+                triple,
+                "--example",
+                "agent",
+            ],
+            &[("RUSTFLAGS", "-C target-feature=+crt-static")],
+        )
+    } else {
+        Err(format!("the static build is documented for {triple} only"))
+    };
+    match static_build {
+        Ok(()) => rows.extend(startup_rows(
+            &target_dir().join(triple).join("release/examples/agent"),
+            "release, static glibc",
+        )),
+        Err(why) => rows.push(row(
+            "agent (static) start-up",
+            "not built".to_string(),
+            &why,
+        )),
+    }
     rows.extend(rows_for(
         "agent, offline demo (4 tool rounds)",
         &agent,

@@ -132,9 +132,16 @@ pub(crate) fn is_secret_name(name: &str) -> bool {
 pub(crate) fn looks_like_credential(value: &str) -> bool {
     let bytes = value.as_bytes();
     (0..bytes.len()).any(|at| {
-        let starts_a_word = at == 0 || !is_word(bytes[at - 1]);
         let rest = &bytes[at..];
-        (starts_a_word && SHAPES.iter().any(|shape| shape.matches(rest))) || pem_private_key(rest)
+        match rest[0] {
+            // The first bytes of the shapes' prefixes; anything else starts none.
+            b's' | b'g' | b'x' | b'A' | b'r' => {
+                let starts_a_word = at == 0 || !is_word(bytes[at - 1]);
+                starts_a_word && SHAPES.iter().any(|shape| shape.matches(rest))
+            }
+            b'-' => pem_private_key(rest),
+            _ => false,
+        }
     })
 }
 
