@@ -336,6 +336,16 @@ impl ProviderProfile {
     /// captures at its start, so every round sends the same bytes); without a capture it
     /// captures through `env` for this call only.
     pub fn build_system_prompt(&self, env: &dyn ExecutionEnvironment) -> String {
+        self.system_prompt_with(env, &self.tools())
+    }
+
+    /// [`build_system_prompt`](Self::build_system_prompt) with the tool definitions the
+    /// caller already has (the loop copies them once per input, not twice).
+    pub(crate) fn system_prompt_with(
+        &self,
+        env: &dyn ExecutionEnvironment,
+        tools: &[ToolDefinition],
+    ) -> String {
         let fresh;
         let captured = match &self.captured {
             Some(captured) => captured.as_ref(),
@@ -347,7 +357,7 @@ impl ProviderProfile {
         prompt::build_system_prompt(
             &self.base_instructions,
             &captured.environment,
-            &self.tools(),
+            tools,
             &captured.project_docs,
             self.user_instructions.as_deref(),
         )

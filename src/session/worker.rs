@@ -323,9 +323,9 @@ impl Worker {
         self.drain_steering();
 
         // Same bytes on every round of this input: the cacheable prefix.
-        let system_prompt = self.profile.build_system_prompt(&*self.env);
         self.prepare_mcp();
         let tools = self.profile.tools();
+        let system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
         self.compaction.account.set_fixed(&system_prompt, &tools);
         // Built once per input (the tool schemas are not copied again each round); each
         // round fills in the history.

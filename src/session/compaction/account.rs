@@ -67,7 +67,7 @@ impl TokenAccount {
     pub fn set_fixed(&mut self, system_prompt: &str, tools: &[ToolDefinition]) {
         let tools: usize = tools
             .iter()
-            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .map(|t| t.name.len() + t.description.len() + json_len(&t.parameters))
             .sum();
         self.fixed = MESSAGE_OVERHEAD + (system_prompt.len() + tools) / BYTES_PER_TOKEN;
     }
@@ -168,11 +168,22 @@ fn part_tokens(part: &ContentPart) -> usize {
     }
 }
 
+/// The length of `value` as compact JSON, counted without building the text.
 fn json_len(value: &serde_json::Value) -> usize {
-    match value {
-        serde_json::Value::String(s) => s.len() + 2,
-        other => other.to_string().len(),
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
+    let mut count = Count(0);
+    // Writing a `Value` to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The estimate of the messages one turn becomes (see [`estimate_request_tokens`]).
@@ -207,6 +218,22 @@ pub fn estimate_turn_tokens(turn: &Turn) -> usize {
             } else {
                 MESSAGE_OVERHEAD + t.parts.iter().map(part_tokens).sum::<usize>()
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_len_is_the_length_of_the_compact_text() {
+        for value in [
+            serde_json::json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+            serde_json::json!("quote \" and newline \n and é"),
+            serde_json::json!([1, 2.5, null, true, {"k": []}]),
+        ] {
+            assert_eq!(json_len(&value), value.to_string().len(), "{value}");
         }
     }
 }
