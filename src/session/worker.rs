@@ -327,9 +327,7 @@ impl Worker {
         let tools = self.profile.tools();
         let system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
         self.compaction.account.set_fixed(&system_prompt, &tools);
-        // Built once per input (the tool schemas are not copied again each round); each
-        // round fills in the history.
-        let mut request = self.build_request(tools);
+        let mut request = self.build_request(tools); // once per input; rounds refill it
         self.compaction.this_input = 0;
         self.compaction.bound_warned = false;
         // At most one compaction before each model call; one retry after an overflow.
@@ -379,8 +377,7 @@ impl Worker {
                     }
                 }
             };
-            // The history's copy is not kept while tools run.
-            request.messages = Vec::new();
+            request.messages = Vec::new(); // no copy of the history while tools run
             overflow_retried = false;
             self.compaction
                 .account
