@@ -78,6 +78,33 @@ pub fn cargo(args: &[&str], extra_env: &[(&str, &str)]) -> Result<(), String> {
     }
 }
 
+/// Builds the `agent` example with `profile`, statically linked against glibc
+/// (`+crt-static`, the build the README documents); returns the binary's path.
+pub fn build_static(profile: &str) -> Result<PathBuf, String> {
+    let triple = "x86_64-unknown-linux-gnu";
+    if !cfg!(all(
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    )) {
+        return Err(format!("the static build is documented for {triple} only"));
+    }
+    cargo(
+        &[
+            "build",
+            "--profile",
+            profile,
+            "--target",
+            triple,
+            "--example",
+            "agent",
+        ],
+        &[("RUSTFLAGS", "-C target-feature=+crt-static")],
+    )?;
+    let dir = if profile == "dev" { "debug" } else { profile };
+    Ok(target_dir().join(triple).join(dir).join("examples/agent"))
+}
+
 /// The target directory cargo builds into (`CARGO_TARGET_DIR` or `./target`).
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
@@ -398,31 +425,9 @@ pub fn run() -> Vec<Row> {
     rows.extend(startup_rows(&agent, "release"));
     // The static build the README documents for copying the CLI around: no dynamic loader,
     // no shared libraries to map and bind at exec.
-    let triple = "x86_64-unknown-linux-gnu";
-    let static_build = if cfg!(all(
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    )) {
-        cargo(
-            &[
-                "build",
-                "--release",
-                "--target",
-                triple,
-                "--example",
-                "agent",
-            ],
-            &[("RUSTFLAGS", "-C target-feature=+crt-static")],
-        )
-    } else {
-        Err(format!("the static build is documented for {triple} only"))
-    };
+    let static_build = build_static("release");
     match static_build {
-        Ok(()) => rows.extend(startup_rows(
-            &target_dir().join(triple).join("release/examples/agent"),
-            "release, static glibc",
-        )),
+        Ok(agent) => rows.extend(startup_rows(&agent, "release, static glibc")),
         Err(why) => rows.push(row(
             "agent (static) start-up",
             "not built".to_string(),

@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use crate::Row;
-use crate::e2e::{cargo, target_dir};
+use crate::e2e::{build_static, cargo, target_dir};
 
 fn row(name: &str, value: String, target: &str) -> Row {
     Row {
@@ -63,31 +63,12 @@ pub fn run() -> Vec<Row> {
         &target.join("min-size/examples/agent"),
         "< 3.5 MB",
     ));
-    let triple = "x86_64-unknown-linux-gnu";
-    let built = if cfg!(all(
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    )) {
-        cargo(
-            &[
-                "build",
-                "--profile",
-                "min-size",
-                "--target",
-                triple,
-                "--example",
-                "agent",
-            ],
-            &[("RUSTFLAGS", "-C target-feature=+crt-static")],
-        )
-    } else {
-        Err(format!("the static build is documented for {triple} only"))
-    };
+    let built = build_static("min-size");
+    let path = built.clone().unwrap_or_default();
     rows.push(size_of(
         "agent, min-size, static glibc (+crt-static)",
-        built,
-        &target.join(triple).join("min-size/examples/agent"),
+        built.map(|_| ()),
+        &path,
         "",
     ));
     rows

@@ -5,8 +5,10 @@
 //! Every call of a round gets exactly one [`ToolResult`], in call order, whatever happens:
 //! unknown tools, invalid arguments, denials, panics, interrupts and aborts all become error
 //! results the model sees (spec Appendix B). Each call emits `TOOL_CALL_START` before its
-//! `TOOL_CALL_END`, which carries the full output; the model gets the truncated text. This
-//! module never outlives the round: every thread it starts is joined before it returns.
+//! `TOOL_CALL_END`, which carries the full output; the model gets the truncated text. Every
+//! thread this module starts is joined before the round returns, but for the helper of a
+//! call the round gave up on after a cancel (see `execute_on_helper`): that one ends when
+//! its tool returns, and nothing it does afterwards reaches the session.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -234,10 +236,7 @@ impl ToolRound<'_> {
                 if abandoned {
                     self.cancelled_outcome()
                 } else {
-                    error_outcome(format!(
-                        "Tool error ({}): the tool crashed. Try a different approach.",
-                        call.name
-                    ))
+                    crashed_outcome(call)
                 }
             }
         }
@@ -295,11 +294,7 @@ impl ToolRound<'_> {
 
     /// The result of a call whose thread panicked outside the executor.
     fn crashed(&self, call: &ToolCall) -> ToolResult {
-        let outcome = error_outcome(format!(
-            "Tool error ({}): the tool crashed. Try a different approach.",
-            call.name
-        ));
-        self.finish(call, outcome, Instant::now())
+        self.finish(call, crashed_outcome(call), Instant::now())
     }
 
     /// [`finish_with`](Self::finish_with) for a call that did not run (no post hook).
@@ -410,6 +405,14 @@ pub(crate) fn cancelled_text(aborted: bool) -> &'static str {
         "Tool call not completed: the user interrupted the agent before it finished. \
          Its effects, if any, are unknown; check before repeating it."
     }
+}
+
+/// What the model reads for a call whose tool (or its thread) panicked.
+fn crashed_outcome(call: &ToolCall) -> ToolOutcome {
+    error_outcome(format!(
+        "Tool error ({}): the tool crashed. Try a different approach.",
+        call.name
+    ))
 }
 
 fn error_outcome(text: String) -> ToolOutcome {
