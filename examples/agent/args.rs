@@ -40,6 +40,8 @@ OPTIONS:
     --context-window TOKENS the model's context window (default: the model's own); the
                             history is compacted before it fills
     --timeout-ms MS         default timeout of shell commands (default 10000)
+    --max-retry-wait SECS   the longest wait before retrying a failed model call
+                            (default 60); a retry-after asking for more fails at once
     --approve MODE          auto: run every tool call (default)
                             ask: ask on the terminal before each shell command or write
                             (refused when there is no terminal)
@@ -159,6 +161,8 @@ pub struct Options {
     /// `--context-window`: overrides the model's context window.
     pub context_window: Option<usize>,
     pub timeout_ms: Option<u64>,
+    /// `--max-retry-wait`: the longest retry-after honoured, in seconds.
+    pub max_retry_wait: Option<u64>,
     pub approve: ApproveMode,
     /// `--sandbox`: `read-only`, `workspace-write` or `full-access` (`None`: the default).
     pub sandbox: Option<String>,
@@ -296,6 +300,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 }
                 options.timeout_ms = Some(ms);
             }
+            "--max-retry-wait" => options.max_retry_wait = Some(number(&name, &value("seconds")?)?),
             "--reasoning-effort" => {
                 options.reasoning_effort = Some(non_empty(&name, value("low, medium or high")?)?)
             }
@@ -371,6 +376,18 @@ mod tests {
             Command::Run(options) => Ok(*options),
             other => panic!("expected a run, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn max_retry_wait_takes_seconds() {
+        assert_eq!(
+            run(&["--max-retry-wait", "5", "go"])
+                .unwrap()
+                .max_retry_wait,
+            Some(5)
+        );
+        assert_eq!(run(&["go"]).unwrap().max_retry_wait, None);
+        assert!(run(&["--max-retry-wait", "soon", "go"]).is_err());
     }
 
     #[test]

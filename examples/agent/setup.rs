@@ -279,6 +279,16 @@ pub fn resolve(
             }
         })?
     };
+    let client = match options.max_retry_wait {
+        Some(secs) => {
+            let retry = client
+                .retry_policy()
+                .clone()
+                .with_max_delay(std::time::Duration::from_secs(secs));
+            client.with_retry_policy(retry)
+        }
+        None => client,
+    };
     let provider_id = client.provider_ids()[0].to_string();
 
     // Any profile works over any wire format: route it to the provider built above.
