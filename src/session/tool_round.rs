@@ -212,15 +212,18 @@ impl ToolRound<'_> {
                 let _ = done_tx.send(outcome);
             }
         };
-        let spawned = thread::Builder::new()
+        let helper = match thread::Builder::new()
             .name(format!("agentloop-call-{}", self.short_id))
-            .spawn(job);
-        if let Err(e) = spawned {
-            return error_outcome(format!(
-                "Tool error ({}): the tool could not be started (no thread: {e}).",
-                call.name
-            ));
-        }
+            .spawn(job)
+        {
+            Ok(helper) => helper,
+            Err(e) => {
+                return error_outcome(format!(
+                    "Tool error ({}): the tool could not be started (no thread: {e}).",
+                    call.name
+                ));
+            }
+        };
         let (cancelled_tx, cancelled) = crossbeam_channel::bounded::<()>(1);
         let _guard = self.cancel.on_cancel(move || {
             let _ = cancelled_tx.try_send(());
@@ -230,14 +233,21 @@ impl ToolRound<'_> {
             recv(cancelled) -> _ => done.recv_timeout(ABANDON_GRACE).map_err(|e| e.is_timeout()),
         };
         match finished {
-            Ok(outcome) => outcome,
-            Err(abandoned) => {
+            Ok(outcome) => {
+                // The helper has sent its last word and is ending: joined, like every
+                // thread of a round but one given up on.
+                let _ = helper.join();
+                outcome
+            }
+            // Given up on: the helper is detached, and what it emits from now on dropped.
+            Err(true) => {
                 *lock(&listening) = false;
-                if abandoned {
-                    self.cancelled_outcome()
-                } else {
-                    crashed_outcome(call)
-                }
+                self.cancelled_outcome()
+            }
+            // The channel closed without an outcome: the helper panicked and is gone.
+            Err(false) => {
+                let _ = helper.join();
+                crashed_outcome(call)
             }
         }
     }
