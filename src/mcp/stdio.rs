@@ -25,6 +25,9 @@ pub(crate) const MAX_LINE: usize = 64 * 1024 * 1024;
 /// How long a server gets to exit after its stdin closes before its group is killed.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
+/// How long an error message waits for an exited server's stderr to end.
+const STDERR_SETTLE: Duration = Duration::from_millis(250);
+
 /// Messages waiting for the writer thread; a server that stops reading its stdin fills
 /// this and further sends fail instead of blocking the caller.
 const OUTBOX: usize = 256;
@@ -79,10 +82,13 @@ impl Outbound for StdioTransport {
         }
     }
 
+    /// For error messages: a server that just exited has usually said why, and its last
+    /// words may still be in the pipe, so this waits (briefly) for its stderr to end, as
+    /// the remote transport does.
     fn stderr_tail(&self) -> String {
         lock(&self.shared.child)
             .as_ref()
-            .map(StdioChild::stderr_tail)
+            .map(|child| child.stderr_tail_after_exit(STDERR_SETTLE))
             .unwrap_or_default()
     }
 }
