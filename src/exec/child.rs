@@ -71,7 +71,8 @@ impl StdioChild {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr_pipe = child.stderr.take();
-        let group = Group::new(child);
+        // The group waits for the child by pid; the `Child` itself holds nothing more.
+        let group = Group::new(child.id() as libc::pid_t);
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let stderr_done = Arc::new(AtomicBool::new(stderr_pipe.is_none()));

@@ -18,6 +18,7 @@ pub(crate) mod child;
 mod env;
 mod files;
 mod forward;
+mod launch;
 mod local;
 mod process;
 mod redact;

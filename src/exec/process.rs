@@ -1,6 +1,7 @@
 //! Running one shell command in its own process group: spawn, live pipe readers, timeout
 //! and cancel, SIGTERM → grace → SIGKILL of the whole group, and a bounded drain of
-//! background jobs. The only place in the crate that spawns processes or uses `unsafe`.
+//! background jobs. The shell is started by `launch.rs` (a `posix_spawn`-style clone that
+//! applies the sandbox in the child).
 //!
 //! It never installs a signal handler, never changes the process's working directory or
 //! environment (the child's are set on its `Command`), never waits on a process it did not
@@ -8,9 +9,9 @@
 //!
 //! How a call ends:
 //!
-//! 1. The shell runs as `/bin/bash -c COMMAND` (`/bin/sh` without bash) with
-//!    `process_group(0)`, so it and everything it starts share a process group whose id is
-//!    the shell's pid. One named reader thread `poll(2)`s the stdout and stderr pipes together
+//! 1. The shell runs as `/bin/bash -c COMMAND` (`/bin/sh` without bash) as the leader of
+//!    a new process group, so it and everything it starts share a process group whose id
+//!    is the shell's pid. One named reader thread `poll(2)`s the stdout and stderr pipes together
 //!    with a short timeout before each read, so it can always be told to stop.
 //! 2. The calling thread polls the shell with `try_wait` (0.25 ms, doubling to 20 ms)
 //!    and between polls waits on a channel that the reader seeing a pipe's end-of-file (usually
@@ -36,7 +37,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -44,6 +45,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::launch::Launch;
 use super::{ExecResult, OutputCallback, OutputStream};
 use crate::cancel::CancelToken;
 
@@ -85,18 +87,18 @@ pub(crate) struct Spawn<'a> {
     pub kill_grace: Duration,
     /// Bytes for the command's standard input; `None` gives it `/dev/null`.
     pub stdin: Option<&'a [u8]>,
-    /// The sandbox to apply in the child between fork and exec.
+    /// The sandbox to apply in the child between the clone and exec.
     pub sandbox: Option<super::sandbox::spawn::Hook>,
 }
 
 /// The shell: `/bin/bash`, or `/bin/sh` where bash is missing.
-fn shell() -> &'static str {
-    static SHELL: OnceLock<&'static str> = OnceLock::new();
+fn shell() -> &'static CStr {
+    static SHELL: OnceLock<&'static CStr> = OnceLock::new();
     SHELL.get_or_init(|| {
         if Path::new("/bin/bash").exists() {
-            "/bin/bash"
+            c"/bin/bash"
         } else {
-            "/bin/sh"
+            c"/bin/sh"
         }
     })
 }
@@ -117,18 +119,20 @@ pub(crate) fn run(
         });
     }
     let deadline = started + spec.timeout;
-    let mut command = shell_command(spec);
-    let mut child = command
-        .spawn()
-        .map_err(|e| io::Error::new(e.kind(), format!("failed to spawn `{}`: {e}", shell())))?;
-    let input = child.stdin.take();
-    let pipes = (child.stdout.take(), child.stderr.take());
-    let mut group = Group::new(child);
-    let (Some(stdout), Some(stderr)) = pipes else {
-        return Err(io::Error::other(
-            "the command's output pipes were not created",
-        ));
-    };
+    let child = super::launch::launch(&Launch {
+        program: shell(),
+        args: &["-c", spec.command],
+        env: spec.env,
+        cwd: spec.cwd,
+        stdin_piped: spec.stdin.is_some(),
+        sandbox: spec.sandbox,
+    })
+    .map_err(|e| {
+        let shell = shell().to_string_lossy();
+        io::Error::new(e.kind(), format!("failed to spawn `{shell}`: {e}"))
+    })?;
+    let mut group = Group::new(child.pid);
+    let (input, stdout, stderr) = (child.stdin, child.stdout, child.stderr);
 
     let stop = AtomicBool::new(false);
     // Readers say `Eof` here and a cancel says `Cancel`, so the waiting thread wakes at
@@ -211,34 +215,6 @@ pub(crate) fn run(
     })
 }
 
-/// The shell command for `spec`: its own process group, its environment and directory,
-/// piped output, stdin piped only when there is input, and the sandbox applied in the child.
-fn shell_command(spec: &Spawn<'_>) -> Command {
-    let mut command = Command::new(shell());
-    command
-        .arg("-c")
-        .arg(spec.command)
-        .current_dir(spec.cwd)
-        .env_clear()
-        .envs(spec.env)
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    if let Some(hook) = spec.sandbox {
-        // SAFETY: `apply` makes only raw syscalls (async-signal-safe) and reads only the
-        // prepared values `hook` points to, which the caller keeps alive across the spawn.
-        unsafe {
-            command.pre_exec(move || super::sandbox::spawn::apply(hook));
-        }
-    }
-    command
-}
-
 fn join_reader(handle: thread::ScopedJoinHandle<'_, [Capture; 2]>) -> [Capture; 2] {
     match handle.join() {
         Ok(capture) => capture,
@@ -300,7 +276,7 @@ impl OpenPipes {
 /// The spawned shell and its process group. Dropping it before the shell was reaped (an
 /// early return or a panic) kills the group and reaps the shell.
 pub(super) struct Group {
-    child: Child,
+    /// The child's pid, which is also the group's id.
     pgid: libc::pid_t,
     reaped: bool,
     /// The shell's status; `None` if someone else reaped it.
@@ -308,12 +284,10 @@ pub(super) struct Group {
 }
 
 impl Group {
-    pub(super) fn new(child: Child) -> Group {
-        // A pid always fits in pid_t; the cast only changes the Rust type.
-        let pgid = child.id() as libc::pid_t;
+    /// The group of our child `pid`, which was started as the leader of a new group.
+    pub(super) fn new(pid: libc::pid_t) -> Group {
         Group {
-            child,
-            pgid,
+            pgid: pid,
             reaped: false,
             status: None,
         }
@@ -321,7 +295,7 @@ impl Group {
 
     /// The child's pid, which is also the group's id.
     pub(super) fn pid(&self) -> u32 {
-        self.child.id()
+        self.pgid as u32
     }
 
     /// The child's status once reaped; `None` before, or if someone else reaped it.
@@ -334,7 +308,7 @@ impl Group {
         if self.reaped {
             return true;
         }
-        match self.child.try_wait() {
+        match self.wait(libc::WNOHANG) {
             Ok(Some(status)) => self.status = Some(status),
             Ok(None) => return false,
             // ECHILD: someone else reaped it (a host calling waitpid(-1)); it is gone.
@@ -342,6 +316,26 @@ impl Group {
         }
         self.reaped = true;
         true
+    }
+
+    /// `waitpid` for the child with `options`: its status once it exited, `None` while it
+    /// runs (`WNOHANG`), `Err` when it is not ours to wait for any more (reaped elsewhere).
+    fn wait(&self, options: libc::c_int) -> io::Result<Option<ExitStatus>> {
+        let mut status = 0;
+        loop {
+            // SAFETY: waits only for our own child; `status` is a valid out-pointer.
+            let pid = unsafe { libc::waitpid(self.pgid, &mut status, options) };
+            if pid == self.pgid {
+                return Ok(Some(ExitStatus::from_raw(status)));
+            }
+            if pid == 0 {
+                return Ok(None);
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
     }
 
     /// Waits for the shell to exit, the deadline, or the cancel, whichever comes first.
@@ -383,7 +377,7 @@ impl Group {
         self.signal(libc::SIGKILL);
         if !self.wait_for_group_end(Instant::now() + KILL_SETTLE) && !self.reaped {
             // SIGKILL was sent; the shell dies as soon as the kernel lets it.
-            self.status = self.child.wait().ok();
+            self.status = self.wait(0).ok().flatten();
             self.reaped = true;
         }
     }
@@ -428,7 +422,7 @@ impl Drop for Group {
     fn drop(&mut self) {
         if !self.reaped {
             self.signal(libc::SIGKILL);
-            let _ = self.child.wait();
+            let _ = self.wait(0);
         }
     }
 }
@@ -538,7 +532,8 @@ fn readable_of(pipes: &[std::fs::File; 2], open: [bool; 2], timeout_ms: libc::c_
 
 /// Writes `bytes` to the command's standard input, then closes it. Non-blocking with
 /// `poll(2)`, so that a command that never reads cannot hold the writer past `stop`.
-fn write_input(mut pipe: std::process::ChildStdin, mut bytes: &[u8], stop: &AtomicBool) {
+fn write_input(pipe: std::os::fd::OwnedFd, mut bytes: &[u8], stop: &AtomicBool) {
+    let mut pipe = std::fs::File::from(pipe);
     let fd = pipe.as_raw_fd();
     // SAFETY: `fd` is the open write end of the stdin pipe, owned by `pipe` for the whole
     // call; F_GETFL/F_SETFL only change its status flags.

@@ -12,6 +12,7 @@ mod edit_file;
 mod examples;
 mod exec_env;
 mod exec_files;
+mod exec_launch;
 mod exec_process;
 mod exec_stdin;
 mod exec_symlinks;

@@ -1,5 +1,5 @@
 //! Landlock through its three raw syscalls: the ABI probe (once per process) and a ruleset
-//! built in the parent, before `fork`, as a descriptor the child only has to enforce. It
+//! built in the parent, before the clone, as a descriptor the child only has to enforce. It
 //! never restricts the calling process itself.
 //!
 //! Constants are from the kernel UAPI header `include/uapi/linux/landlock.h`

@@ -1,5 +1,5 @@
 //! The seccomp filter of sandboxed commands, assembled by hand as classic BPF: built in the
-//! parent before `fork`, installed in the child. It never kills on a denied call (the call
+//! parent before the clone, installed in the child. It never kills on a denied call (the call
 //! fails with `EPERM`), except for a foreign syscall ABI, whose process is killed.
 //!
 //! Names are from the kernel UAPI headers `linux/seccomp.h` (`struct seccomp_data`,

@@ -1,11 +1,13 @@
 //! Applying an [`Active`] sandbox to one command: everything is prepared in the parent
-//! before `fork` ([`Prepared`]: the Landlock ruleset as a descriptor, the BPF program, the
-//! paths to mount read-only as C strings), and the child, between `fork` and `exec`, makes
-//! only raw syscalls (async-signal-safe: no allocation, no lock).
+//! before the child is cloned ([`Prepared`]: the Landlock ruleset as a descriptor, the BPF
+//! program, the paths to mount read-only as C strings), and the child, between the clone
+//! and `exec` (`exec/launch.rs`), makes only raw syscalls (async-signal-safe: no
+//! allocation, no lock).
 //!
-//! Order in the child: private mount namespace with read-only bind mounts of the protected
-//! paths (before Landlock, which forbids mounting), `PR_SET_NO_NEW_PRIVS`, every descriptor
-//! but stdio marked close-on-exec, seccomp, `landlock_restrict_self`.
+//! Order in the child: read-only bind mounts of the protected paths in the private mount
+//! namespace the clone made ([`Hook::clone_flags`]; before Landlock, which forbids
+//! mounting), `PR_SET_NO_NEW_PRIVS`, every descriptor but stdio marked close-on-exec,
+//! seccomp, `landlock_restrict_self`.
 
 use std::ffi::CString;
 use std::io;
@@ -15,14 +17,15 @@ use std::sync::OnceLock;
 
 use super::{Active, Network, landlock, seccomp};
 
-/// What the child needs, ready before `fork`.
+/// What the child needs, ready before the clone.
 pub(crate) struct Prepared {
     ruleset: Option<OwnedFd>,
     filter: Vec<libc::sock_filter>,
     /// Protected paths that exist, to bind-mount read-only.
     mounts: Vec<CString>,
-    /// `unshare` flags for the mount namespace (0: none).
-    unshare_flags: libc::c_int,
+    /// Namespace flags for the clone: a mount namespace, in a user namespace unless root
+    /// (0: none).
+    namespace_flags: libc::c_int,
     /// `uid_map`/`gid_map` lines for an unprivileged user namespace.
     maps: Option<(CString, CString)>,
 }
@@ -36,26 +39,38 @@ pub(crate) struct Hook {
     filter_len: u16,
     mounts: *const CString,
     mounts_len: usize,
-    unshare_flags: libc::c_int,
+    namespace_flags: libc::c_int,
     uid_map: *const libc::c_char,
     gid_map: *const libc::c_char,
 }
 
-// SAFETY: the pointers are only read, and only in the forked child, while the `Prepared`
-// they point into is alive (the parent holds it until `spawn` returned).
+// SAFETY: the pointers are only read, and only in the cloned child, while the `Prepared`
+// they point into is alive (the parent holds it until the launch returned).
 unsafe impl Send for Hook {}
 // SAFETY: as above; nothing is ever written through them.
 unsafe impl Sync for Hook {}
+
+impl Hook {
+    /// The namespace flags the child must be cloned with (`CLONE_NEWNS`, with
+    /// `CLONE_NEWUSER` unless root; 0 when nothing is to be mounted).
+    pub(crate) fn clone_flags(&self) -> libc::c_int {
+        self.namespace_flags
+    }
+}
 
 impl Prepared {
     /// Builds the ruleset and filter for `active`.
     pub(crate) fn new(active: &Active) -> io::Result<Prepared> {
         let ruleset = if active.abi > 0 {
-            Some(landlock::build(&landlock::Rules {
-                abi: active.abi,
-                writable: &active.writable,
-                deny_tcp: active.sandbox.network == Network::Off,
-            })?)
+            // Above 2: the child puts its standard descriptors on 0–2 before it applies the
+            // ruleset (a host with closed stdio would get it on one of them).
+            Some(super::super::launch::above_stdio(landlock::build(
+                &landlock::Rules {
+                    abi: active.abi,
+                    writable: &active.writable,
+                    deny_tcp: active.sandbox.network == Network::Off,
+                },
+            )?)?)
         } else {
             None
         };
@@ -69,7 +84,7 @@ impl Prepared {
                 }
             }
         }
-        let (unshare_flags, maps) = if mounts.is_empty() {
+        let (namespace_flags, maps) = if mounts.is_empty() {
             (0, None)
         } else {
             namespace_flags()
@@ -78,7 +93,7 @@ impl Prepared {
             ruleset,
             filter: seccomp::program(active.sandbox.network == Network::Off),
             mounts,
-            unshare_flags,
+            namespace_flags,
             maps,
         })
     }
@@ -91,7 +106,7 @@ impl Prepared {
             filter_len: self.filter.len() as u16,
             mounts: self.mounts.as_ptr(),
             mounts_len: self.mounts.len(),
-            unshare_flags: self.unshare_flags,
+            namespace_flags: self.namespace_flags,
             uid_map: self
                 .maps
                 .as_ref()
@@ -119,37 +134,10 @@ fn namespace_flags() -> (libc::c_int, Option<(CString, CString)>) {
     (libc::CLONE_NEWNS | libc::CLONE_NEWUSER, Some(maps))
 }
 
-/// Whether a forked child can make a private mount namespace (probed once per process).
+/// Whether a child can be cloned into a private mount namespace (probed once per process).
 pub(crate) fn mount_namespace_available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        let (flags, _) = namespace_flags();
-        // SAFETY: the child makes only raw syscalls and `_exit`s; the parent reaps it.
-        unsafe {
-            let pid = libc::fork();
-            if pid == 0 {
-                let ok = libc::unshare(flags) == 0
-                    && libc::mount(
-                        std::ptr::null(),
-                        c"/".as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_REC | libc::MS_PRIVATE,
-                        std::ptr::null(),
-                    ) == 0;
-                libc::_exit(if ok { 0 } else { 1 });
-            }
-            if pid < 0 {
-                return false;
-            }
-            let mut status = 0;
-            while libc::waitpid(pid, &mut status, 0) < 0 {
-                if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    return false;
-                }
-            }
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
-        }
-    })
+    *AVAILABLE.get_or_init(|| super::super::launch::namespaces_available(namespace_flags().0))
 }
 
 fn check(r: libc::c_long) -> io::Result<()> {
@@ -176,16 +164,16 @@ unsafe fn write_proc(path: &std::ffi::CStr, text: *const libc::c_char) -> io::Re
     }
 }
 
-/// Applies the sandbox in the forked child. Async-signal-safe: raw syscalls only.
+/// Applies the sandbox in the cloned child, which the clone put in the namespaces
+/// [`Hook::clone_flags`] names. Async-signal-safe: raw syscalls only.
 ///
 /// # Safety
-/// Call only between `fork` and `exec`, with a `hook` from a [`Prepared`] still alive in
-/// the parent.
+/// Call only in the child between the clone and `exec`, with a `hook` from a [`Prepared`]
+/// still alive in the parent.
 pub(crate) unsafe fn apply(hook: Hook) -> io::Result<()> {
     // SAFETY: per the function's contract every pointer is valid; the calls are syscalls.
     unsafe {
-        if hook.unshare_flags != 0 {
-            check(libc::unshare(hook.unshare_flags) as libc::c_long)?;
+        if hook.namespace_flags != 0 {
             if !hook.uid_map.is_null() {
                 write_proc(c"/proc/self/setgroups", c"deny".as_ptr())?;
                 write_proc(c"/proc/self/uid_map", hook.uid_map)?;
