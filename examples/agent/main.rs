@@ -198,7 +198,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
 
     control.one_shot.store(prompt.is_some(), Ordering::SeqCst);
     *lock(&control.slot) = Slot::Starting;
-    let session = match start_session(&options, &setup, env) {
+    let session = match start_session(&options, &setup.cwd, setup.profile, setup.client, env) {
         Ok(session) => Arc::new(session),
         Err(err) => {
             *lock(&control.slot) = Slot::Early;
@@ -300,9 +300,13 @@ impl Run<'_> {
     }
 }
 
+/// The session: the profile and client are moved in (a profile holds every tool schema, so
+/// copying it costs start-up time).
 fn start_session(
     options: &Options,
-    setup: &setup::Setup,
+    cwd: &std::path::Path,
+    mut profile: agentloop::profiles::ProviderProfile,
+    client: agentloop::llm::Client,
     env: Arc<dyn ExecutionEnvironment>,
 ) -> agentloop::Result<Session> {
     let mut config = SessionConfig::default();
@@ -327,13 +331,12 @@ fn start_session(
         config = config.with_transcript(path);
     }
     if let Some(path) = &options.mcp_config {
-        for server in mcp::servers(path, &setup.cwd)
+        for server in mcp::servers(path, cwd)
             .map_err(|e| agentloop::Error::new(agentloop::ErrorKind::Configuration, e))?
         {
             config = config.with_mcp_server(server);
         }
     }
-    let (mut profile, client) = (setup.profile.clone(), setup.client.clone());
     if let Some(tokens) = options.context_window {
         profile = profile.with_context_window_size(tokens);
     }

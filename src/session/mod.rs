@@ -373,17 +373,26 @@ impl Session {
                 events = events.with_transcript(writer.clone());
             }
         }
-        // The children get the profile as the host gave it; this session's copy has its
-        // subagent tools connected to them (or removed at the maximum depth).
-        let subagents = Arc::new(Subagents::new(
-            profile.clone(),
-            env.clone(),
-            client.clone(),
-            config.clone(),
-            events.clone(),
-            start.depth,
-        ));
-        subagents::register(&mut profile.tool_registry, &subagents);
+        // This session's profile has its subagent tools connected to its children (or
+        // removed at the maximum depth), and the children start from a copy of it: each
+        // connects the tools to its own children in turn (or removes them), replacing
+        // this connection. Connected first, so that the copy shares its tools.
+        let subagents = Arc::new_cyclic(|weak| {
+            subagents::register(
+                &mut profile.tool_registry,
+                weak.clone(),
+                start.depth,
+                &config,
+            );
+            Subagents::new(
+                profile.clone(),
+                env.clone(),
+                client.clone(),
+                config.clone(),
+                events.clone(),
+                start.depth,
+            )
+        });
         let limits = config
             .compaction
             .enabled

@@ -64,13 +64,18 @@ pub(crate) struct SubagentResult {
 
 /// Gives the session's tool registry its subagent tools: connected to `subagents`, or
 /// removed when the session is at the maximum depth.
-pub(crate) fn register(registry: &mut ToolRegistry, subagents: &Arc<Subagents>) {
-    if subagents.depth >= subagents.config.max_subagent_depth {
+pub(crate) fn register(
+    registry: &mut ToolRegistry,
+    subagents: Weak<Subagents>,
+    depth: usize,
+    config: &SessionConfig,
+) {
+    if depth >= config.max_subagent_depth {
         crate::tools::subagent::remove(registry);
         return;
     }
-    // Weak: the registry lives as long as the profile, which a host may clone and keep.
-    let subagents: Weak<Subagents> = Arc::downgrade(subagents);
+    // Weak: the registry lives as long as the profile, which a host may clone and keep
+    // (and which `Subagents` itself holds).
     let handler: SubagentHandler = Arc::new(move |call, ctx| match subagents.upgrade() {
         Some(subagents) => subagents.run(call, ctx),
         None => Err("the session has ended; no subagent can run".to_string()),

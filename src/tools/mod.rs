@@ -243,9 +243,13 @@ impl RegisteredTool {
 /// The tools of a profile, by name. Registration order is kept:
 /// [`definitions`](Self::definitions) lists tools in the order they were first registered, so the tool list
 /// a model sees is stable from request to request (prompt caching depends on it).
+///
+/// Cloning is cheap: the tools are shared between clones until one of them changes (the
+/// schemas of a whole profile are many small JSON values, and a session, its subagents
+/// and a host each hold a profile).
 #[derive(Clone, Default, Debug)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, (usize, RegisteredTool)>,
+    tools: Arc<BTreeMap<String, (usize, RegisteredTool)>>,
     next_order: usize,
 }
 
@@ -259,10 +263,11 @@ impl ToolRegistry {
     /// position in the list is kept).
     pub fn register(&mut self, tool: RegisteredTool) {
         let name = tool.definition.name.clone();
-        match self.tools.get_mut(&name) {
+        let tools = Arc::make_mut(&mut self.tools);
+        match tools.get_mut(&name) {
             Some(slot) => slot.1 = tool,
             None => {
-                self.tools.insert(name, (self.next_order, tool));
+                tools.insert(name, (self.next_order, tool));
                 self.next_order += 1;
             }
         }
@@ -270,7 +275,12 @@ impl ToolRegistry {
 
     /// Removes the tool called `name`; returns it if it was there.
     pub fn unregister(&mut self, name: &str) -> Option<RegisteredTool> {
-        self.tools.remove(name).map(|(_, tool)| tool)
+        if !self.tools.contains_key(name) {
+            return None;
+        }
+        Arc::make_mut(&mut self.tools)
+            .remove(name)
+            .map(|(_, tool)| tool)
     }
 
     /// The tool called `name`.
@@ -386,5 +396,33 @@ impl PreparedCall {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cloned_registry_shares_its_tools_until_one_copy_changes() {
+        let mut original = ToolRegistry::new();
+        original.register(read_file());
+        original.register(shell());
+        let mut copy = original.clone();
+        assert!(
+            Arc::ptr_eq(&original.tools, &copy.tools),
+            "the clone copied"
+        );
+
+        copy.register(list_dir());
+        assert!(copy.unregister("shell").is_some());
+        assert!(!Arc::ptr_eq(&original.tools, &copy.tools));
+        assert_eq!(original.names(), ["read_file", "shell"]);
+        assert_eq!(copy.names(), ["read_file", "list_dir"]);
+
+        // Removing what is not there copies nothing.
+        let mut again = original.clone();
+        assert!(again.unregister("missing").is_none());
+        assert!(Arc::ptr_eq(&original.tools, &again.tools));
     }
 }
