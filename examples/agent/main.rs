@@ -13,6 +13,9 @@
 //! (`keys.rs`). It never writes anything but events to
 //! stdout in `--json` mode.
 
+// The C `main` below replaces std's runtime start-up; see `start`.
+#![no_main]
+
 mod args;
 mod demo;
 mod hooks;
@@ -53,18 +56,53 @@ const EXIT_INTERRUPTED: i32 = 130;
 /// How often the live indicator is redrawn while no event arrives.
 const TICK: Duration = Duration::from_millis(100);
 
-fn main() {
+/// The program's entry point, called by the C runtime instead of std's start-up.
+///
+/// std's start-up parses `/proc/self/maps` to find the main thread's stack (for its
+/// stack-overflow message) and maps an alternate signal stack: 0.1–0.2 ms of every start
+/// on the bench machine (`perf stat -r 400` of an empty program, with and without
+/// `#![no_main]`: 0.94–1.07 ms against 0.85–0.91 ms). The CLI keeps what it needs of it:
+/// SIGPIPE ignored (a closed stdout is a write error to report, not sudden death) and
+/// closed standard descriptors reopened on `/dev/null` (so that no file the CLI opens
+/// becomes its stdout). `std::env::args` works without it (glibc hands the arguments to
+/// std at load time); a stack overflow still stops at the guard page, silently.
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    start();
+    run_main()
+}
+
+/// What the CLI keeps of std's start-up (see [`main`]).
+fn start() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: `fds` is a valid array of three pollfds for the call; the opened /dev/null
+    // takes the lowest free number, the closed descriptor it replaces; SIG_IGN is always a
+    // valid disposition for SIGPIPE.
+    unsafe {
+        if libc::poll(fds.as_mut_ptr(), 3, 0) >= 0 {
+            for pfd in fds {
+                if pfd.revents & libc::POLLNVAL != 0 {
+                    libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                }
+            }
+        }
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+fn run_main() -> libc::c_int {
     // First, before any thread: the keys leave the process environment (and the block
     // `/proc/<pid>/environ` shows).
     let keys = keys::take_from_environment();
-    // Then the signals, so that one in the first milliseconds is handled too: until the
-    // session starts it ends the program the default way (nothing to clean up yet).
+    // The signal pipes. Until the session is being started a signal ends the program the
+    // default way (nothing to clean up yet); then it waits in the pipe for the watcher,
+    // which starts once the session runs (so that start-up does not wait for a thread).
     let control = Arc::new(Control::default());
-    let signals = {
-        let control = control.clone();
-        CtrlC::install(move |signal| control.on_signal(signal))
-    };
-    let signals = match signals {
+    let signals = match CtrlC::new() {
         Ok(signals) => signals,
         Err(err) => {
             eprintln!("agent: cannot handle signals: {err}");
@@ -198,6 +236,10 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
 
     control.one_shot.store(prompt.is_some(), Ordering::SeqCst);
     *lock(&control.slot) = Slot::Starting;
+    if let Err(err) = ctrl_c.handle() {
+        eprintln!("agent: cannot handle signals: {err}");
+        return EXIT_ERROR;
+    }
     let session = match start_session(&options, &setup.cwd, setup.profile, setup.client, env) {
         Ok(session) => Arc::new(session),
         Err(err) => {
@@ -217,6 +259,15 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         }
     }
     control.started(&session);
+    let watched = {
+        let control = control.clone();
+        ctrl_c.watch(move |signal| control.on_signal(signal))
+    };
+    if let Err(err) = watched {
+        eprintln!("agent: cannot handle signals: {err}");
+        session.abort();
+        return EXIT_ERROR;
+    }
 
     let mut run = Run {
         session: &session,

@@ -2,12 +2,18 @@
 //! write one byte to a self-pipe, a named watcher thread that turns each into the CLI's
 //! reaction, and a line reader that a signal wakes up.
 //!
+//! Three steps, so that start-up does not wait for a thread: [`CtrlC::new`] makes the
+//! pipes (the default actions still apply: a signal ends the program at once),
+//! [`CtrlC::handle`] installs the handlers (a signal is now a byte waiting in the pipe),
+//! [`CtrlC::watch`] starts the watcher, which reads the bytes that came meanwhile first.
+//!
 //! The handler does nothing but `write(2)` (async-signal-safe); everything else happens on
 //! the watcher thread. This module never kills a process and never exits the program: the
 //! reaction is the caller's closure.
 
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread::JoinHandle;
 
@@ -97,18 +103,51 @@ pub struct CtrlC {
     self_write: RawFd,
     wake_read: RawFd,
     wake_write: RawFd,
-    watcher: Option<JoinHandle<()>>,
+    watcher: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl CtrlC {
-    /// Installs the handlers; `on_signal` runs on the watcher thread for each signal. Every
-    /// signal also wakes a [`LineReader`] waiting through [`wake_fd`](Self::wake_fd).
-    pub fn install(on_signal: impl Fn(Signal) + Send + 'static) -> io::Result<CtrlC> {
+    /// The pipes, with no handler installed yet.
+    pub fn new() -> io::Result<CtrlC> {
         let (self_read, self_write) = pipe(false, true)?;
         let (wake_read, wake_write) = pipe(true, true)?;
-        SELF_PIPE.store(self_write, Ordering::SeqCst);
+        Ok(CtrlC {
+            self_read,
+            self_write,
+            wake_read,
+            wake_write,
+            watcher: Mutex::new(None),
+        })
+    }
+
+    /// Installs the handlers: from now on a signal waits in the pipe for the watcher.
+    pub fn handle(&self) -> io::Result<()> {
+        SELF_PIPE.store(self.self_write, Ordering::SeqCst);
+        // SAFETY: a zeroed sigaction is a valid starting point; the handler is an
+        // `extern "C" fn(c_int)` that only does async-signal-safe work. SA_RESTART keeps
+        // blocking calls elsewhere from failing with EINTR.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = handle_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            for (signal, _) in HANDLED {
+                if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the watcher thread: `on_signal` runs on it for each signal, those that came
+    /// since [`handle`](Self::handle) first. Every signal also wakes a [`LineReader`]
+    /// waiting through [`wake_fd`](Self::wake_fd).
+    pub fn watch(&self, on_signal: impl Fn(Signal) + Send + 'static) -> io::Result<()> {
+        let (self_read, wake_write) = (self.self_read, self.wake_write);
         let watcher = std::thread::Builder::new()
             .name("agent-ctrl-c".to_string())
+            .stack_size(256 * 1024)
             .spawn(move || {
                 let mut buf = [0u8; 64];
                 loop {
@@ -135,28 +174,8 @@ impl CtrlC {
                     }
                 }
             })?;
-        let ctrl_c = CtrlC {
-            self_read,
-            self_write,
-            wake_read,
-            wake_write,
-            watcher: Some(watcher),
-        };
-        // SAFETY: a zeroed sigaction is a valid starting point; the handler is an
-        // `extern "C" fn(c_int)` that only does async-signal-safe work. SA_RESTART keeps
-        // blocking calls elsewhere from failing with EINTR.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = handle_signal as *const () as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            for (signal, _) in HANDLED {
-                if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-        }
-        Ok(ctrl_c)
+        *self.watcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(watcher);
+        Ok(())
     }
 
     /// The descriptor that becomes readable on each press (for [`LineReader::read_line`]).
@@ -202,7 +221,12 @@ impl Drop for CtrlC {
         restore_default();
         SELF_PIPE.store(-1, Ordering::SeqCst);
         write_byte(self.self_write, QUIT);
-        if let Some(watcher) = self.watcher.take() {
+        let watcher = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(watcher) = watcher {
             let _ = watcher.join();
         }
         for fd in [

@@ -538,3 +538,47 @@ fn a_signal_in_the_first_milliseconds_still_ends_the_cli_cleanly() {
         }
     }
 }
+
+/// Started with its stdin and stderr closed, the CLI must not let a descriptor it opens
+/// take their place: its signal pipe would become fd 2 and every diagnostic it writes a
+/// "signal". The offline demo runs to its end.
+#[test]
+fn with_stdin_and_stderr_closed_the_demo_still_runs_to_its_end() {
+    let home = tempfile::tempdir().unwrap();
+    let agent = agent(&["--json"], &[], home.path());
+    let program = agent.get_program().to_owned();
+    let mut command = std::process::Command::new("/bin/bash");
+    command
+        .args(["-c", "exec 0<&- 2>&-; exec \"$0\" --json"])
+        .arg(program)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path());
+    let ran = run_command(command, "");
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    let events = ran.events();
+    assert_eq!(kinds(&events).last().copied(), Some("session_end"));
+    assert!(
+        ran.stdout.contains("\"stop_reason\":\"completed\""),
+        "{}",
+        ran.stdout
+    );
+}
+
+/// A reader that went away makes the CLI's next write fail: it reports an output error
+/// (exit 1) instead of dying of SIGPIPE.
+#[test]
+fn a_closed_stdout_is_an_output_error_not_a_death_by_sigpipe() {
+    let home = tempfile::tempdir().unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = agent(&["--json"], &[], home.path())
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), None, "{status:?}");
+    assert_eq!(status.code(), Some(1), "{status:?}");
+}
