@@ -109,9 +109,10 @@ fn run_main() -> libc::c_int {
             std::process::exit(EXIT_ERROR);
         }
     };
-    // `run` returns only after the session and every thread are gone.
+    // `run` returns once the session has ended (its commands ended, its transcript
+    // written); the exit ends the threads left, the watcher's and the worker's end.
     let code = run(&keys, &control, &signals);
-    drop(signals); // joins the watcher
+    signals::restore_default();
     std::process::exit(code);
 }
 
@@ -279,6 +280,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         last_stop: None,
         closed_by_error: false,
         output_failed: false,
+        ended: false,
     };
     if control.terminated().is_some() {
         // A signal while the session started: it was aborted; show how it ended.
@@ -296,9 +298,16 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         Some(signal) => 128 + signal,
         None => code,
     };
+    let ended = run.ended;
     drop(events);
     *lock(&control.slot) = Slot::Early; // the watcher's handle to the session
-    drop(session); // aborts if still open and joins the worker
+    if ended {
+        // All that is left of an ended session is its worker freeing memory: the exit
+        // right after this does that faster than joining it would.
+        std::mem::forget(session);
+    } else {
+        drop(session); // aborts and joins the worker
+    }
     if code == EXIT_OK && setup.demo.as_ref().is_some_and(|d| !d.succeeded()) {
         eprintln!("agent: the demo did not reach the expected result");
         return EXIT_ERROR;
@@ -514,6 +523,9 @@ struct Run<'a> {
     last_stop: Option<StopReason>,
     closed_by_error: bool,
     output_failed: bool,
+    /// `SESSION_END` was seen: the session's commands are ended and its transcript is
+    /// written.
+    ended: bool,
 }
 
 impl Run<'_> {
@@ -566,6 +578,7 @@ impl Run<'_> {
 
     /// Shows one event (and answers it, for an approval request).
     fn show(&mut self, event: &SessionEvent) {
+        self.ended |= matches!(event.kind, EventKind::SessionEnd { .. });
         if !self.output_failed {
             if let Err(err) = self.output.event(event) {
                 // Nobody reads stdout any more (or the disk is full): stop the agent

@@ -205,7 +205,8 @@ pub(crate) fn read_text(
         .map_err(|e| describe(e, "read", path))?
         .len();
     let mut reader = file.take(size);
-    let mut buffer = vec![0; READ_CHUNK];
+    // No bigger than the file: a zeroed 64 KiB buffer for a 6-byte file is 16 page faults.
+    let mut buffer = vec![0; (size as usize).clamp(1, READ_CHUNK)];
     let mut window = LineWindow::new(offset.unwrap_or(1), limit, MAX_WINDOW_BYTES);
     let mut first = true;
     loop {
