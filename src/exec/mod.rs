@@ -21,6 +21,7 @@ mod forward;
 mod launch;
 mod local;
 mod process;
+mod pump;
 mod redact;
 pub mod remote;
 mod sandbox;
@@ -324,7 +325,8 @@ pub struct GrepOutput {
     pub truncated: bool,
 }
 
-/// Called with each chunk of command output as it arrives, from a reader thread.
+/// Called with each chunk of command output as it arrives, on the thread that runs the
+/// command (the caller of `exec_command`, which reads the pipes while it waits).
 pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 
 /// Where tools run (spec §4.1). Object-safe and `Send + Sync`: a session holds an

@@ -11,13 +11,14 @@
 //!
 //! 1. The shell runs as `/bin/bash -c COMMAND` (`/bin/sh` without bash) as the leader of
 //!    a new process group, so it and everything it starts share a process group whose id
-//!    is the shell's pid. One named reader thread `poll(2)`s the stdout and stderr pipes together
-//!    with a short timeout before each read, so it can always be told to stop.
-//! 2. The calling thread polls the shell with `try_wait` (0.25 ms, doubling to 20 ms)
-//!    and between polls waits on a channel that the reader seeing a pipe's end-of-file (usually
-//!    the shell exiting) or a cancel (through a callback on the token) wakes at once. We
-//!    poll rather than use the wait-timeout crate, whose SIGCHLD handler would be a
-//!    process-wide signal handler; this way the library installs none.
+//!    is the shell's pid. No thread is started for it: the calling thread reads the stdout
+//!    and stderr pipes whenever it waits (`pump.rs`: one `ppoll(2)` on both pipes and a
+//!    wake descriptor), also during the grace period and the drain below.
+//! 2. The calling thread checks the shell with `waitpid(WNOHANG)` (0.25 ms, doubling to
+//!    20 ms) and reads the pipes between checks; a pipe's end-of-file (usually the shell
+//!    exiting) or a cancel (a callback on the token writes the wake descriptor) cuts the
+//!    pause short. We poll rather than use the wait-timeout crate, whose SIGCHLD handler
+//!    would be a process-wide signal handler; this way the library installs none.
 //! 3. On timeout or cancel the group gets SIGTERM; once the shell is reaped and no live
 //!    member is left the call goes on, otherwise after the grace period the group gets
 //!    SIGKILL.
@@ -43,10 +44,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
-
 use super::launch::Launch;
-use super::{ExecResult, OutputCallback, OutputStream};
+use super::pump::Pump;
+use super::{ExecResult, OutputCallback};
 use crate::cancel::CancelToken;
 
 /// Bytes kept from the start of each stream.
@@ -55,23 +55,20 @@ pub(crate) const HEAD_CAPTURE: usize = 1024 * 1024;
 pub(crate) const TAIL_CAPTURE: usize = 1024 * 1024;
 /// How long background jobs that still hold the pipes get after the shell exits.
 pub(crate) const DRAIN: Duration = Duration::from_millis(150);
-/// How long readers get to see end-of-file once the group is gone.
+/// How long the pipes get to reach end-of-file once the group is gone.
 const SETTLE: Duration = Duration::from_millis(50);
 /// How long to wait for a SIGKILLed group to disappear (a process in uninterruptible sleep
 /// can outlive SIGKILL for a while); after that the call returns anyway.
 const KILL_SETTLE: Duration = Duration::from_secs(2);
-/// The readers' `poll(2)` timeout: the longest a reader takes to notice it should stop.
-const READER_POLL_MS: libc::c_int = 25;
+/// The stdin writer's `poll(2)` timeout: the longest it takes to notice it should stop.
+const WRITER_POLL_MS: libc::c_int = 25;
 /// The first pause between two checks of the shell, and the pause after a wake-up.
 const MIN_POLL: Duration = Duration::from_micros(250);
 /// The longest pause between two checks of the shell while it runs.
 const MAX_POLL: Duration = Duration::from_millis(20);
-/// Read buffer per stream.
-const CHUNK: usize = 64 * 1024;
-/// Stack of the output reader thread: it keeps its buffer on the heap and calls the host's
-/// output callback (the session's emits an event), so 256 KiB is ample; the default 2 MiB is
-/// address space reserved per running command.
-const READER_STACK: usize = 256 * 1024;
+/// Stack of the stdin writer thread (it only writes from the caller's buffer); the default
+/// 2 MiB would be address space reserved per command given input.
+const WRITER_STACK: usize = 64 * 1024;
 
 /// What to run and how.
 pub(crate) struct Spawn<'a> {
@@ -132,66 +129,40 @@ pub(crate) fn run(
         io::Error::new(e.kind(), format!("failed to spawn `{shell}`: {e}"))
     })?;
     let mut group = Group::new(child.pid);
-    let (input, stdout, stderr) = (child.stdin, child.stdout, child.stderr);
-
+    let input = child.stdin;
+    // The calling thread reads both pipes while it waits: no reader thread per command.
+    let mut pump = Pump::new(child.stdout, child.stderr, on_output)?;
+    let waker = pump.waker();
+    let cancel_guard = cancel.on_cancel(move || waker.wake());
     let stop = AtomicBool::new(false);
-    // Readers say `Eof` here and a cancel says `Cancel`, so the waiting thread wakes at
-    // once for either instead of at its next poll.
-    let (wake_tx, wake_rx) = crossbeam_channel::unbounded::<Wake>();
-    let cancel_wake = wake_tx.clone();
-    let _cancel_guard = cancel.on_cancel(move || {
-        let _ = cancel_wake.send(Wake::Cancel);
-    });
     thread::scope(|scope| {
         let stop = &stop;
-        // One thread reads both pipes (poll(2) on the two fds): a running command costs
-        // its session one thread, not two. Small stack: it holds a 64 KiB heap buffer only.
-        let reader = thread::Builder::new()
-            .name("agentloop-exec-output".into())
-            .stack_size(READER_STACK)
-            .spawn_scoped(scope, move || {
-                read_pipes([as_file(stdout), as_file(stderr)], on_output, stop, wake_tx)
-            });
-        // The writer stops at end of input, a closed pipe, or `stop`: never outlives the run.
+        // Standard input, when there is some, is fed by a thread of its own, which stops at
+        // the end of the input, a closed pipe, or `stop`: it never outlives the run.
         let writer = match (input, spec.stdin) {
             (Some(pipe), Some(bytes)) => thread::Builder::new()
                 .name("agentloop-exec-stdin".into())
-                .stack_size(READER_STACK)
+                .stack_size(WRITER_STACK)
                 .spawn_scoped(scope, move || write_input(pipe, bytes, stop))
                 .ok(),
             _ => None,
         };
-        let reader = match reader {
-            Ok(reader) => reader,
-            Err(e) => {
-                // `group` kills the command when dropped; a writer that did start stops.
-                stop.store(true, Ordering::SeqCst);
-                return Err(io::Error::other(format!(
-                    "failed to start the output reader thread: {e}"
-                )));
-            }
-        };
-
-        let mut pipes = OpenPipes {
-            open: 2,
-            wake: wake_rx,
-        };
-        let ending = group.wait_main(&mut pipes, deadline, cancel);
+        let ending = group.wait_main(&mut pump, deadline, cancel);
         if ending != Ending::Exited {
-            group.terminate(spec.kill_grace);
+            group.terminate_while(spec.kill_grace, &mut |pause| pump.pass(pause));
         }
-        pipes.wait_until(Instant::now() + DRAIN);
+        pump.wait_until(Instant::now() + DRAIN);
         if group.has_live_members() {
-            group.terminate(spec.kill_grace);
+            group.terminate_while(spec.kill_grace, &mut |pause| pump.pass(pause));
         }
-        pipes.wait_until(Instant::now() + SETTLE);
-        let escaped_processes = pipes.open > 0 && !group.has_live_members();
+        pump.wait_until(Instant::now() + SETTLE);
+        let escaped_processes = pump.open() > 0 && !group.has_live_members();
         stop.store(true, Ordering::SeqCst);
-
         if let Some(writer) = writer {
             let _ = writer.join();
         }
-        let [stdout, stderr] = join_reader(reader);
+        drop(cancel_guard);
+        let [stdout, stderr] = pump.finish();
         let status = group.status;
         let sandbox_denied = spec.sandbox.is_some()
             && status.is_some_and(|s| !s.success())
@@ -215,62 +186,12 @@ pub(crate) fn run(
     })
 }
 
-fn join_reader(handle: thread::ScopedJoinHandle<'_, [Capture; 2]>) -> [Capture; 2] {
-    match handle.join() {
-        Ok(capture) => capture,
-        // The host's output callback panicked: the command is already cleaned up, so pass
-        // the panic on.
-        Err(payload) => std::panic::resume_unwind(payload),
-    }
-}
-
 /// How the shell's run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ending {
     Exited,
     TimedOut,
     Cancelled,
-}
-
-/// What wakes the thread waiting for a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wake {
-    /// A reader reached end-of-file.
-    Eof,
-    /// The cancel token was cancelled.
-    Cancel,
-}
-
-/// Counts the pipes whose reader has not yet seen end-of-file.
-struct OpenPipes {
-    open: usize,
-    wake: Receiver<Wake>,
-}
-
-impl OpenPipes {
-    /// Waits up to `timeout` for a wake-up; returns whether one came.
-    fn wait(&mut self, timeout: Duration) -> bool {
-        match self.wake.recv_timeout(timeout) {
-            Ok(wake) => {
-                if wake == Wake::Eof {
-                    self.open -= 1;
-                }
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Waits until both pipes reached end-of-file or `deadline` passed.
-    fn wait_until(&mut self, deadline: Instant) {
-        while self.open > 0 {
-            match self.wake.recv_deadline(deadline) {
-                Ok(Wake::Eof) => self.open -= 1,
-                Ok(Wake::Cancel) => {}
-                Err(_) => break,
-            }
-        }
-    }
 }
 
 /// The spawned shell and its process group. Dropping it before the shell was reaped (an
@@ -343,7 +264,7 @@ impl Group {
     /// shell exiting) or a cancel cuts the pause short.
     fn wait_main(
         &mut self,
-        pipes: &mut OpenPipes,
+        pipes: &mut Pump<'_>,
         deadline: Instant,
         cancel: &CancelToken,
     ) -> Ending {
@@ -370,12 +291,18 @@ impl Group {
     /// SIGTERM to the group; SIGKILL once `grace` has passed with the shell or another live
     /// member still there; then waits (bounded) for the shell to be reaped.
     pub(super) fn terminate(&mut self, grace: Duration) {
+        self.terminate_while(grace, &mut thread::sleep);
+    }
+
+    /// [`terminate`](Self::terminate), calling `pause` to let time pass between two
+    /// checks (a command's pump keeps reading its pipes meanwhile).
+    fn terminate_while(&mut self, grace: Duration, pause: &mut dyn FnMut(Duration)) {
         self.signal(libc::SIGTERM);
-        if self.wait_for_group_end(Instant::now() + grace) {
+        if self.wait_for_group_end(Instant::now() + grace, pause) {
             return;
         }
         self.signal(libc::SIGKILL);
-        if !self.wait_for_group_end(Instant::now() + KILL_SETTLE) && !self.reaped {
+        if !self.wait_for_group_end(Instant::now() + KILL_SETTLE, pause) && !self.reaped {
             // SIGKILL was sent; the shell dies as soon as the kernel lets it.
             self.status = self.wait(0).ok().flatten();
             self.reaped = true;
@@ -383,7 +310,7 @@ impl Group {
     }
 
     /// Polls until the shell is reaped and the group has no live member, or `deadline`.
-    fn wait_for_group_end(&mut self, deadline: Instant) -> bool {
+    fn wait_for_group_end(&mut self, deadline: Instant, sleep: &mut dyn FnMut(Duration)) -> bool {
         let mut pause = Duration::from_millis(1);
         loop {
             if self.try_reap() && !self.has_live_members() {
@@ -393,7 +320,7 @@ impl Group {
             if now >= deadline {
                 return false;
             }
-            thread::sleep(pause.min(deadline - now));
+            sleep(pause.min(deadline - now));
             pause = (pause * 2).min(MAX_POLL);
         }
     }
@@ -470,66 +397,6 @@ fn parse_stat(stat: &[u8]) -> Option<(u8, libc::pid_t)> {
     Some((state, pgrp))
 }
 
-/// A pipe end as a plain file, so both pipes fit one array.
-fn as_file(pipe: impl Into<std::os::fd::OwnedFd>) -> std::fs::File {
-    std::fs::File::from(pipe.into())
-}
-
-/// Reads stdout and stderr (in that order) until both reach end-of-file or `stop`,
-/// forwarding chunks and keeping a capture of each. Sends one [`Wake::Eof`] per pipe that
-/// reached end-of-file.
-fn read_pipes(
-    mut pipes: [std::fs::File; 2],
-    on_output: OutputCallback<'_>,
-    stop: &AtomicBool,
-    wake: Sender<Wake>,
-) -> [Capture; 2] {
-    const STREAMS: [OutputStream; 2] = [OutputStream::Stdout, OutputStream::Stderr];
-    let mut captures = [Capture::default(), Capture::default()];
-    let mut open = [true, true];
-    let mut buf = vec![0u8; CHUNK];
-    while open.contains(&true) && !stop.load(Ordering::SeqCst) {
-        let ready = readable_of(&pipes, open, READER_POLL_MS);
-        for i in 0..2 {
-            if !ready[i] {
-                continue;
-            }
-            match pipes[i].read(&mut buf) {
-                Ok(n) if n > 0 => {
-                    on_output(STREAMS[i], &buf[..n]);
-                    captures[i].push(&buf[..n]);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // End-of-file or a read error: this pipe is done.
-                _ => {
-                    open[i] = false;
-                    let _ = wake.send(Wake::Eof);
-                }
-            }
-        }
-    }
-    captures
-}
-
-/// Waits up to `timeout_ms` for any of the `open` pipes to have data or reach end-of-file;
-/// returns which are ready.
-fn readable_of(pipes: &[std::fs::File; 2], open: [bool; 2], timeout_ms: libc::c_int) -> [bool; 2] {
-    // A negative fd is ignored by poll(2): a closed pipe is left out that way.
-    let mut pfds = [0, 1].map(|i| libc::pollfd {
-        fd: if open[i] { pipes[i].as_raw_fd() } else { -1 },
-        events: libc::POLLIN,
-        revents: 0,
-    });
-    // SAFETY: `pfds` is an array of two valid, writable pollfds that lives across the call,
-    // its length is passed as the count, and each non-negative fd is an open pipe owned by
-    // the calling reader for the whole call.
-    let ready = unsafe { libc::poll(pfds.as_mut_ptr(), 2, timeout_ms) };
-    if ready <= 0 {
-        return [false, false];
-    }
-    pfds.map(|p| p.revents != 0)
-}
-
 /// Writes `bytes` to the command's standard input, then closes it. Non-blocking with
 /// `poll(2)`, so that a command that never reads cannot hold the writer past `stop`.
 fn write_input(pipe: std::os::fd::OwnedFd, mut bytes: &[u8], stop: &AtomicBool) {
@@ -556,7 +423,7 @@ fn write_input(pipe: std::os::fd::OwnedFd, mut bytes: &[u8], stop: &AtomicBool) 
                 };
                 // SAFETY: `pfd` is one valid, writable pollfd that lives across the call,
                 // and `fd` stays open (owned by `pipe`) for the whole call.
-                unsafe { libc::poll(&mut pfd, 1, READER_POLL_MS) };
+                unsafe { libc::poll(&mut pfd, 1, WRITER_POLL_MS) };
             }
             // The command closed its end (EPIPE) or the pipe failed: stop feeding it.
             Err(_) => return,
@@ -631,7 +498,7 @@ fn looks_denied(bytes: &[u8]) -> bool {
 }
 
 #[derive(Default)]
-struct Capture {
+pub(super) struct Capture {
     head: Vec<u8>,
     /// A ring once full: the oldest byte is at `tail_start`.
     tail: Vec<u8>,
@@ -640,7 +507,7 @@ struct Capture {
 }
 
 impl Capture {
-    fn push(&mut self, mut data: &[u8]) {
+    pub(super) fn push(&mut self, mut data: &[u8]) {
         self.total += data.len() as u64;
         let to_head = (HEAD_CAPTURE - self.head.len()).min(data.len());
         self.head.extend_from_slice(&data[..to_head]);

@@ -367,3 +367,54 @@ fn invalid_utf8_output_is_replaced_not_rejected() {
     assert_eq!(result.stdout, "ok\u{fffd}\n");
     assert_eq!(result.stdout_bytes, 4);
 }
+
+#[test]
+fn a_running_command_costs_no_thread_and_its_output_reaches_the_callback_on_the_calling_thread() {
+    // The thread that runs the command reads its pipes while it waits: no output reader
+    // thread exists while the command runs, and the callback runs on the caller.
+    let (_dir, env) = workspace();
+    let caller = thread::current().id();
+    let seen: Mutex<Option<(thread::ThreadId, Vec<String>)>> = Mutex::new(None);
+    let request = CommandRequest::new("echo started; sleep 0.3", Duration::from_secs(10));
+    let result = env
+        .exec_command(
+            &request,
+            &|_, _| {
+                let names = fs::read_dir("/proc/self/task")
+                    .unwrap()
+                    .filter_map(|task| fs::read_to_string(task.ok()?.path().join("comm")).ok())
+                    .map(|name| name.trim().to_string())
+                    .collect();
+                seen.lock()
+                    .unwrap()
+                    .get_or_insert((thread::current().id(), names));
+            },
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert_eq!(result.stdout, "started\n");
+    let (on, names) = seen.into_inner().unwrap().expect("the callback ran");
+    assert_eq!(on, caller, "the callback ran on another thread");
+    assert!(
+        !names.iter().any(|n| n.starts_with("agentloop-exec")),
+        "a thread for the command: {names:?}"
+    );
+}
+
+#[test]
+fn output_written_during_the_grace_period_is_read_so_the_command_can_finish() {
+    // After SIGTERM the command's trap writes 200 KB (more than a pipe holds) and exits 0:
+    // unless the pipes are read during the grace period, it blocks until SIGKILL.
+    let (_dir, env) = workspace();
+    let script = "trap 'head -c 200000 /dev/zero | tr \"\\0\" x; exit 0' TERM; \
+                  echo ready; while :; do sleep 0.05; done";
+    let (result, elapsed) = run(&env, script, 300);
+    assert!(result.timed_out, "{result:?}");
+    assert_eq!(
+        result.signal, None,
+        "killed instead of finishing: {result:?}"
+    );
+    assert_eq!(result.exit_code, Some(0));
+    assert_eq!(result.stdout_bytes, "ready\n".len() as u64 + 200_000);
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+}
