@@ -16,9 +16,9 @@
 //! | foreign syscall ABIs (i386, x32) | seccomp: other arch killed, x32 `EPERM` | – |
 //!
 //! Protected paths: Landlock has no deny rule, so a write grant on a root also covers its
-//! `.git/config`. Commands therefore run in a private mount namespace (`unshare(CLONE_NEWNS)`,
-//! which needs `CAP_SYS_ADMIN`: the agent runs as root, or an unprivileged user namespace is
-//! used) where each protected path that EXISTS when the command starts is bind-mounted
+//! `.git/config`. Commands therefore run in a private mount namespace (the child is cloned
+//! with `CLONE_NEWNS`, which needs `CAP_SYS_ADMIN`: the agent runs as root, or the clone
+//! also makes an unprivileged user namespace) where each protected path that EXISTS when the command starts is bind-mounted
 //! read-only over itself: writes give `EROFS`, rename/unlink of the path itself `EBUSY`,
 //! and Landlock forbids the sandboxed command to unmount it. A protected path that does not
 //! exist yet (no `AGENTS.md` in the root) cannot be covered by a mount: a command may create
