@@ -236,7 +236,8 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     }
 
     control.one_shot.store(prompt.is_some(), Ordering::SeqCst);
-    *lock(&control.slot) = Slot::Starting;
+    // From here on a signal waits in the pipe; the watcher acts on it once it starts,
+    // with the session running.
     if let Err(err) = ctrl_c.handle() {
         eprintln!("agent: cannot handle signals: {err}");
         return EXIT_ERROR;
@@ -244,7 +245,6 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     let session = match start_session(&options, &setup.cwd, setup.profile, setup.client, env) {
         Ok(session) => Arc::new(session),
         Err(err) => {
-            *lock(&control.slot) = Slot::Early;
             eprintln!("agent: {err}");
             return EXIT_ERROR;
         }
@@ -283,7 +283,8 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         ended: false,
     };
     if control.terminated().is_some() {
-        // A signal while the session started: it was aborted; show how it ended.
+        // A signal that came while the session started, acted on as the watcher began: the
+        // session was aborted; show how it ended.
         run.until_session_end();
     }
     let code = match prompt {
@@ -414,14 +415,12 @@ fn ask_before_changes(call: &ToolCall) -> Approval {
     }
 }
 
-/// What a signal reaches: nothing yet, a session being started, or the running session.
+/// What a signal reaches: nothing (yet, or any more), or the running session.
 #[derive(Default)]
 enum Slot {
     /// Nothing to clean up: a signal ends the program the default way.
     #[default]
     Early,
-    /// The session is being created: a signal is recorded and acted on once it exists.
-    Starting,
     Running(Arc<Session>),
 }
 
@@ -446,16 +445,6 @@ impl Control {
             let slot = lock(&self.slot);
             match &*slot {
                 Slot::Early => signals::die_by(signal),
-                Slot::Starting => {
-                    match signal {
-                        Signal::Interrupt => self.presses.fetch_add(1, Ordering::SeqCst),
-                        Signal::Terminate(n) => {
-                            self.terminated.store(n, Ordering::SeqCst);
-                            0
-                        }
-                    };
-                    return;
-                }
                 Slot::Running(session) => session.clone(),
             }
         };
@@ -471,13 +460,9 @@ impl Control {
         }
     }
 
-    /// The session exists: act on a signal that came while it was being created.
+    /// The session exists: signals reach it from now on (the watcher starts after this).
     fn started(&self, session: &Arc<Session>) {
-        let mut slot = lock(&self.slot);
-        *slot = Slot::Running(session.clone());
-        if self.terminated().is_some() || self.pressed() {
-            session.abort();
-        }
+        *lock(&self.slot) = Slot::Running(session.clone());
     }
 
     /// The SIGTERM or SIGHUP that ended the session, if any.

@@ -186,7 +186,7 @@ pub(crate) fn launch(spec: &Launch<'_>) -> io::Result<Launched> {
     let step = shared.step.load(Ordering::SeqCst);
     if step != 0 {
         let errno = shared.errno.load(Ordering::SeqCst);
-        reap(pid);
+        let _ = wait_for(pid, 0); // reaps it
         let cause = io::Error::from_raw_os_error(errno);
         let what = STEPS.get(step as usize).copied().unwrap_or("start");
         return Err(io::Error::new(
@@ -285,23 +285,28 @@ pub(crate) fn namespaces_available(namespaces: libc::c_int) -> bool {
     let Ok(pid) = (unsafe { clone_child(probe, std::ptr::null_mut(), namespaces) }) else {
         return false;
     };
-    let mut status = 0;
-    // SAFETY: waits for our own child; `status` is a valid out-pointer.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return false;
-        }
-    }
-    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    matches!(wait_for(pid, 0), Ok(Some(status))
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
 }
 
-/// Reaps a child that failed before `execve`.
-fn reap(pid: libc::pid_t) {
+/// `waitpid(pid, options)` for a child of ours, retried on `EINTR`: its raw wait status once
+/// it has exited, `None` while it runs (with `WNOHANG`), `Err` when it is not ours to wait
+/// for (any more).
+pub(super) fn wait_for(pid: libc::pid_t, options: libc::c_int) -> io::Result<Option<libc::c_int>> {
     let mut status = 0;
-    // SAFETY: waits for our own child; `status` is a valid out-pointer.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
-        && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-    {}
+    loop {
+        // SAFETY: waits only for `pid`; `status` is a valid out-pointer.
+        match unsafe { libc::waitpid(pid, &mut status, options) } {
+            0 => return Ok(None),
+            reaped if reaped == pid => return Ok(Some(status)),
+            _ => {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+    }
 }
 
 /// The kernel's `struct sigaction` (x86_64 and aarch64 layout), for raw `rt_sigaction`:

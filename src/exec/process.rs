@@ -1,10 +1,10 @@
-//! Running one shell command in its own process group: spawn, live pipe readers, timeout
-//! and cancel, SIGTERM → grace → SIGKILL of the whole group, and a bounded drain of
+//! Running one shell command in its own process group: spawn, its output read as it comes,
+//! timeout and cancel, SIGTERM → grace → SIGKILL of the whole group, and a bounded drain of
 //! background jobs. The shell is started by `launch.rs` (a `posix_spawn`-style clone that
 //! applies the sandbox in the child).
 //!
 //! It never installs a signal handler, never changes the process's working directory or
-//! environment (the child's are set on its `Command`), never waits on a process it did not
+//! environment (the child's are set between the clone and `execve`), never waits on a process it did not
 //! spawn, and always reaps the process it spawned.
 //!
 //! How a call ends:
@@ -242,21 +242,7 @@ impl Group {
     /// `waitpid` for the child with `options`: its status once it exited, `None` while it
     /// runs (`WNOHANG`), `Err` when it is not ours to wait for any more (reaped elsewhere).
     fn wait(&self, options: libc::c_int) -> io::Result<Option<ExitStatus>> {
-        let mut status = 0;
-        loop {
-            // SAFETY: waits only for our own child; `status` is a valid out-pointer.
-            let pid = unsafe { libc::waitpid(self.pgid, &mut status, options) };
-            if pid == self.pgid {
-                return Ok(Some(ExitStatus::from_raw(status)));
-            }
-            if pid == 0 {
-                return Ok(None);
-            }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(err);
-            }
-        }
+        Ok(super::launch::wait_for(self.pgid, options)?.map(ExitStatus::from_raw))
     }
 
     /// Waits for the shell to exit, the deadline, or the cancel, whichever comes first.
@@ -264,7 +250,7 @@ impl Group {
     /// shell exiting) or a cancel cuts the pause short.
     fn wait_main(
         &mut self,
-        pipes: &mut Pump<'_>,
+        pump: &mut Pump<'_>,
         deadline: Instant,
         cancel: &CancelToken,
     ) -> Ending {
@@ -280,7 +266,7 @@ impl Group {
             if now >= deadline {
                 return Ending::TimedOut;
             }
-            if pipes.wait(pause.min(deadline - now)) {
+            if pump.wait(pause.min(deadline - now)) {
                 pause = MIN_POLL;
             } else {
                 pause = (pause * 2).min(MAX_POLL);

@@ -545,12 +545,10 @@ fn a_signal_in_the_first_milliseconds_still_ends_the_cli_cleanly() {
 #[test]
 fn with_stdin_and_stderr_closed_the_demo_still_runs_to_its_end() {
     let home = tempfile::tempdir().unwrap();
-    let agent = agent(&["--json"], &[], home.path());
-    let program = agent.get_program().to_owned();
     let mut command = std::process::Command::new("/bin/bash");
     command
         .args(["-c", "exec 0<&- 2>&-; exec \"$0\" --json"])
-        .arg(program)
+        .arg(crate::agent_cli::example_binary("agent"))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home.path());
