@@ -91,6 +91,7 @@
 #![deny(missing_docs)]
 
 mod base64;
+mod bytes;
 mod cancel;
 mod error;
 pub mod exec;

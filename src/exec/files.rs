@@ -28,7 +28,7 @@ pub(crate) const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 /// Whether `bytes` looks binary: a NUL byte within the first [`BINARY_SNIFF_BYTES`].
 pub(crate) fn looks_binary(bytes: &[u8]) -> bool {
     let head = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
-    memchr::memchr(0, head).is_some()
+    crate::bytes::find(0, head).is_some()
 }
 
 /// An `io::Error` of `kind` with a message, keeping the kind so that callers can match on it.
@@ -300,27 +300,26 @@ impl LineWindow {
         while !bytes.is_empty() {
             if self.past_window() || self.text.len() >= self.cap {
                 // Only counting from here on.
-                self.line += memchr::memchr_iter(b'\n', bytes).count();
+                self.line += crate::bytes::count(b'\n', bytes);
                 return;
             }
             if self.line < self.first {
                 // Skip to the window's first line without keeping anything.
                 let needed = self.first - self.line;
-                let mut newlines = memchr::memchr_iter(b'\n', bytes);
-                match newlines.nth(needed - 1) {
-                    Some(i) => {
+                match crate::bytes::after_nth(b'\n', bytes, needed) {
+                    Ok(past) => {
                         self.line = self.first;
-                        bytes = &bytes[i + 1..];
+                        bytes = &bytes[past..];
                     }
-                    None => {
-                        self.line += memchr::memchr_iter(b'\n', bytes).count();
+                    Err(seen) => {
+                        self.line += seen;
                         return;
                     }
                 }
                 continue;
             }
             debug_assert!(self.in_window());
-            match memchr::memchr(b'\n', bytes) {
+            match crate::bytes::find(b'\n', bytes) {
                 Some(i) => {
                     self.keep(&bytes[..=i]);
                     self.line += 1;

@@ -374,7 +374,7 @@ fn live_members_from_proc(pgid: libc::pid_t) -> Option<bool> {
 /// The command name may contain spaces and parentheses, so fields are counted from the
 /// last `)`.
 fn parse_stat(stat: &[u8]) -> Option<(u8, libc::pid_t)> {
-    let close = memchr::memrchr(b')', stat)?;
+    let close = crate::bytes::rfind(b')', stat)?;
     let rest = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
     let mut fields = rest.split(' ');
     let state = *fields.next()?.as_bytes().first()?;
@@ -480,7 +480,7 @@ fn looks_denied(bytes: &[u8]) -> bool {
         b"PermissionError",
     ]
     .iter()
-    .any(|needle| memchr::memmem::find(bytes, needle).is_some())
+    .any(|needle| crate::bytes::find_slice(bytes, needle).is_some())
 }
 
 #[derive(Default)]

@@ -64,7 +64,7 @@ impl Redactor {
         self.secrets
             .iter()
             .map(|(marker, _)| marker.as_str())
-            .find(|marker| memchr::memmem::find(text, marker.as_bytes()).is_some())
+            .find(|marker| crate::bytes::find_slice(text, marker.as_bytes()).is_some())
     }
 
     /// `bytes` with every secret replaced by its marker.
@@ -111,7 +111,7 @@ impl Redactor {
             .iter()
             .enumerate()
             .filter_map(|(i, (_, value))| {
-                memchr::memmem::find(rest, value.as_bytes()).map(|at| (from + at, i))
+                crate::bytes::find_slice(rest, value.as_bytes()).map(|at| (from + at, i))
             })
             .min()
     }

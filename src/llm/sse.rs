@@ -14,7 +14,7 @@
 //! parser, drops what it buffered, and [`Parser::overflowed`] says so; the caller ends the
 //! stream with an error.
 
-use memchr::{memchr, memchr2};
+use crate::bytes;
 
 /// The largest line, and the largest data of one event, the parser buffers: 16 MiB.
 pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
@@ -112,7 +112,7 @@ impl Parser {
             Err(e) => std::str::from_utf8(&input[..e.valid_up_to()]).unwrap_or_default(),
         };
         let mut pos = 0;
-        while let Some(i) = memchr2(b'\n', b'\r', &input[pos..]) {
+        while let Some(i) = bytes::find_either(b'\n', b'\r', &input[pos..]) {
             let end = pos + i;
             if self.line.len() + (end - pos) > self.limit() {
                 self.overflow();
@@ -197,7 +197,7 @@ impl Parser {
         } else if line.starts_with(b"event:") {
             Some(5)
         } else {
-            memchr(b':', line)
+            bytes::find(b':', line)
         };
         let (name, value_start) = match colon {
             Some(colon) => {
@@ -227,7 +227,7 @@ impl Parser {
                 }
             }
             b"event" => self.event = value_string(value, value_text),
-            b"id" if memchr(0, value).is_none() => {
+            b"id" if bytes::find(0, value).is_none() => {
                 let mut id = String::new();
                 push_value(&mut id, value, value_text);
                 self.last_id = if id.is_empty() { None } else { Some(id) };

@@ -190,7 +190,7 @@ fn read_lines(mut stdout: ChildStdout, shared: &Shared, inbound: &Inbound) {
             Err(e) => break format!("reading the server's stdout failed: {e}"),
         };
         let mut chunk = &buf[..n];
-        while let Some(end) = memchr::memchr(b'\n', chunk) {
+        while let Some(end) = crate::bytes::find(b'\n', chunk) {
             line.extend_from_slice(&chunk[..end]);
             chunk = &chunk[end + 1..];
             if let Ok(message) = serde_json::from_slice::<Value>(&line) {

@@ -240,7 +240,7 @@ pub fn plan_edit(
             if lines.len() > 20 { ", …" } else { "" }
         ));
     }
-    let crlf = file.removed_cr.len() * 2 > memchr::memchr_iter(b'\n', file.text.as_bytes()).count();
+    let crlf = file.removed_cr.len() * 2 > crate::bytes::count(b'\n', file.text.as_bytes());
     let replacement = if crlf {
         new_text.replace('\n', "\r\n")
     } else {
@@ -338,9 +338,9 @@ fn whole_line_deletion(text: &str, start: usize, end: usize) -> (usize, usize) {
 fn line_spans(text: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     let mut start = 0;
-    for newline in memchr::memchr_iter(b'\n', text.as_bytes()) {
-        spans.push((start, newline));
-        start = newline + 1;
+    while let Some(i) = crate::bytes::find(b'\n', &text.as_bytes()[start..]) {
+        spans.push((start, start + i));
+        start += i + 1;
     }
     if start < text.len() || spans.is_empty() {
         spans.push((start, text.len()));
@@ -354,7 +354,7 @@ fn line_numbers(text: &str, ranges: &[(usize, usize)]) -> Vec<usize> {
     let mut line = 1;
     let mut position = 0;
     for &(start, _) in ranges {
-        line += memchr::memchr_iter(b'\n', &text.as_bytes()[position..start]).count();
+        line += crate::bytes::count(b'\n', &text.as_bytes()[position..start]);
         position = start;
         numbers.push(line);
     }

@@ -34,7 +34,7 @@ impl<'a> TextFile<'a> {
         let mut lines = Vec::new();
         let mut rest = body;
         while !rest.is_empty() {
-            match memchr::memchr(b'\n', rest.as_bytes()) {
+            match crate::bytes::find(b'\n', rest.as_bytes()) {
                 Some(i) => {
                     let (text, ending) = if i > 0 && rest.as_bytes()[i - 1] == b'\r' {
                         (&rest[..i - 1], &rest[i - 1..=i])

@@ -160,7 +160,7 @@ pub fn truncate_output(
 /// `max_lines / 2` and the last `max_lines - max_lines / 2` lines (split on `\n`) and returns
 /// the number of lines omitted.
 pub fn truncate_lines(output: &str, max_lines: usize) -> (Cow<'_, str>, usize) {
-    let line_count = memchr::memchr_iter(b'\n', output.as_bytes()).count() + 1;
+    let line_count = crate::bytes::count(b'\n', output.as_bytes()) + 1;
     if line_count <= max_lines {
         return (Cow::Borrowed(output), 0);
     }
@@ -172,17 +172,24 @@ pub fn truncate_lines(output: &str, max_lines: usize) -> (Cow<'_, str>, usize) {
     let head_end = if head_count == 0 {
         0
     } else {
-        memchr::memchr_iter(b'\n', bytes)
-            .nth(head_count - 1)
-            .unwrap_or(bytes.len())
+        crate::bytes::after_nth(b'\n', bytes, head_count).map_or(bytes.len(), |past| past - 1)
     };
     // The tail starts after the `tail_count`-th newline counted from the end.
     let tail_start = if tail_count == 0 {
         bytes.len()
     } else {
-        memchr::memrchr_iter(b'\n', bytes)
-            .nth(tail_count - 1)
-            .map_or(0, |i| i + 1)
+        let mut end = bytes.len();
+        let mut found = 0;
+        while found < tail_count {
+            match crate::bytes::rfind(b'\n', &bytes[..end]) {
+                Some(i) => {
+                    found += 1;
+                    end = i;
+                }
+                None => break,
+            }
+        }
+        if found == tail_count { end + 1 } else { 0 }
     };
     let mut text = String::with_capacity(head_end + (bytes.len() - tail_start) + 40);
     text.push_str(&output[..head_end]);

@@ -119,7 +119,7 @@ pub(crate) fn read_line(
         if available.is_empty() {
             return Ok(Line::Eof);
         }
-        let (chunk, done) = match memchr::memchr(b'\n', available) {
+        let (chunk, done) = match crate::bytes::find(b'\n', available) {
             Some(at) => (&available[..at], Some(at + 1)),
             None => (available, None),
         };

@@ -249,7 +249,7 @@ impl Transcript {
         let mut number = 0;
         while start < bytes.len() {
             number += 1;
-            let (line, end, has_newline) = match memchr::memchr(b'\n', &bytes[start..]) {
+            let (line, end, has_newline) = match crate::bytes::find(b'\n', &bytes[start..]) {
                 Some(at) => (&bytes[start..start + at], start + at + 1, true),
                 None => (&bytes[start..], bytes.len(), false),
             };
