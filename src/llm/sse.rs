@@ -53,6 +53,8 @@ pub struct Parser {
     limit: usize,
     /// A line or an event passed the limit: everything after is ignored.
     overflowed: bool,
+    /// Bytes fed so far: a long stream is scanned with vectorised code (`bytes::find_either_in`).
+    fed: usize,
 }
 
 impl Parser {
@@ -98,6 +100,8 @@ impl Parser {
             return;
         }
         let mut input = chunk;
+        let fed_before = self.fed;
+        self.fed = self.fed.saturating_add(chunk.len());
         if self.skip_lf && !input.is_empty() {
             if input[0] == b'\n' {
                 input = &input[1..];
@@ -112,7 +116,7 @@ impl Parser {
             Err(e) => std::str::from_utf8(&input[..e.valid_up_to()]).unwrap_or_default(),
         };
         let mut pos = 0;
-        while let Some(i) = bytes::find_either(b'\n', b'\r', &input[pos..]) {
+        while let Some(i) = bytes::find_either_in(b'\n', b'\r', &input[pos..], fed_before) {
             let end = pos + i;
             if self.line.len() + (end - pos) > self.limit() {
                 self.overflow();
