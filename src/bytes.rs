@@ -3,11 +3,11 @@
 //! The `memchr` crate's top-level functions choose AVX2 or SSE2 on their first call through
 //! std's runtime feature detection, which executes `cpuid` several times. Under
 //! virtualisation every `cpuid` traps to the hypervisor: 5.2 µs each on our CI machine (a
-//! nested VM), about 50 µs for the detection, paid by the first search of every process —
-//! on the agent's way from the first response to the first tool call. These functions scan
-//! inputs shorter than [`SIMD_FROM`] (SSE lines, command output chunks, most files) with
-//! memchr's portable word-at-a-time code, which needs no detection, and hand longer ones to
-//! the vectorised code, beside which the one-time detection is small.
+//! Firecracker VM), about 50 µs for the detection, paid by the first search of every
+//! process — on the agent's way from the first response to the first tool call. These
+//! functions scan inputs shorter than [`SIMD_FROM`] (SSE lines, command output chunks, most
+//! files) with memchr's portable word-at-a-time code, which needs no detection, and hand
+//! longer ones to the vectorised code, beside which the one-time detection is small.
 
 use memchr::arch::all::memchr::{One, Two};
 
