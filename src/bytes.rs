@@ -71,6 +71,16 @@ pub(crate) fn after_nth(needle: u8, haystack: &[u8], n: usize) -> Result<usize, 
     Ok(at)
 }
 
+/// The index of the `n`th (1-based) `needle` counted from the end of `haystack`, if there
+/// are that many.
+pub(crate) fn nth_last(needle: u8, haystack: &[u8], n: usize) -> Option<usize> {
+    let mut end = haystack.len();
+    for _ in 0..n {
+        end = rfind(needle, &haystack[..end])?;
+    }
+    (n > 0).then_some(end)
+}
+
 /// The index of the first occurrence of `needle` in `haystack` (`Some(0)` for an empty
 /// needle).
 pub(crate) fn find_slice(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -119,12 +129,15 @@ mod tests {
     }
 
     #[test]
-    fn after_nth_stops_past_the_nth_match_or_counts_the_ones_there_are() {
+    fn nth_matches_from_either_end() {
         let text = b"one\ntwo\nthree\n";
         assert_eq!(after_nth(b'\n', text, 1), Ok(4));
         assert_eq!(after_nth(b'\n', text, 3), Ok(text.len()));
         assert_eq!(after_nth(b'\n', text, 4), Err(3));
         assert_eq!(after_nth(b'\n', b"", 1), Err(0));
+        assert_eq!(nth_last(b'\n', text, 1), Some(13));
+        assert_eq!(nth_last(b'\n', text, 3), Some(3));
+        assert_eq!(nth_last(b'\n', text, 4), None);
         assert_eq!(find_slice(b"abc", b""), Some(0));
     }
 }

@@ -178,18 +178,7 @@ pub fn truncate_lines(output: &str, max_lines: usize) -> (Cow<'_, str>, usize) {
     let tail_start = if tail_count == 0 {
         bytes.len()
     } else {
-        let mut end = bytes.len();
-        let mut found = 0;
-        while found < tail_count {
-            match crate::bytes::rfind(b'\n', &bytes[..end]) {
-                Some(i) => {
-                    found += 1;
-                    end = i;
-                }
-                None => break,
-            }
-        }
-        if found == tail_count { end + 1 } else { 0 }
+        crate::bytes::nth_last(b'\n', bytes, tail_count).map_or(0, |i| i + 1)
     };
     let mut text = String::with_capacity(head_end + (bytes.len() - tail_start) + 40);
     text.push_str(&output[..head_end]);
