@@ -235,8 +235,8 @@ pub fn spawner_main(mut args: impl Iterator<Item = String>) -> i32 {
 }
 
 /// One run of the three-round task: the sample, spawn → first request complete at the
-/// server, and the time spent on the server's side (each request complete → the client
-/// closed that connection, summed).
+/// server, and the time spent on the server's side (each request complete → its reply
+/// completely written, summed: the client's reading of the reply is its own time).
 fn three_rounds_timed(
     agent: &Path,
     extra: &[&str],
@@ -282,10 +282,10 @@ fn three_rounds_timed(
         Duration::from_nanos((instant_ns(requests[0].at) - sample.started_ns).max(0) as u64);
     let mut in_server = Duration::ZERO;
     for (i, request) in requests.iter().enumerate() {
-        let closed = server
-            .wait_client_closed(i, Duration::from_secs(5))
-            .ok_or("a model connection stayed open")?;
-        in_server += closed.saturating_duration_since(request.at);
+        let answered = server
+            .wait_answered(i, Duration::from_secs(5))
+            .ok_or("a reply was not completely written")?;
+        in_server += answered.saturating_duration_since(request.at);
     }
     Ok((sample, first, in_server))
 }

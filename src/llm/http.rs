@@ -1,9 +1,12 @@
 //! HTTP plumbing over ureq, shared by every wire format; it never retries and never
 //! knows a provider's JSON.
 //!
-//! One `ureq::Agent` per request, so that a [`CancelToken`] callback can call
+//! One `ureq::Agent` per request in flight, so that a [`CancelToken`] callback can call
 //! `Agent::shutdown()` from another thread and end a blocked read at once (shutting an agent
-//! down kills every clone of it, so agents are never shared between requests). Statuses are
+//! down kills every clone of it, so an agent never serves two requests at once). An agent
+//! whose response was read to its end goes back to its provider's [`Connections`] with
+//! its idle keep-alive connection, and the provider's next request takes it: one TCP (and
+//! TLS) handshake per server instead of one per round. Statuses are
 //! not errors to ureq (`http_status_as_error(false)`): this module reads the body of a failed
 //! response (ureq decodes gzip) and lets the wire format classify it. Connect,
 //! time-to-first-byte and stream-stall (`timeout_per_read`) timeouts come from
@@ -17,6 +20,7 @@
 
 use std::collections::VecDeque;
 use std::io::Read;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelGuard, CancelToken};
@@ -24,6 +28,7 @@ use crate::error::{Error, ErrorKind, Result, scrub_secrets};
 use crate::llm::sse;
 use crate::llm::wire::{Decoder, WireFormat};
 use crate::llm::{Request, StreamEvent};
+use crate::sync::lock;
 
 /// Timeouts and transport settings of an HTTP provider.
 ///
@@ -113,11 +118,64 @@ impl HttpOptions {
             // header and passes the body through in pieces.
             .input_buffer_size(INPUT_BUFFER)
             .max_response_header_size(INPUT_BUFFER)
-            .output_buffer_size(OUTPUT_BUFFER);
+            .output_buffer_size(OUTPUT_BUFFER)
+            // An agent carries one request at a time, so it keeps at most one connection.
+            .max_idle_connections(1)
+            .max_idle_connections_per_host(1)
+            .max_idle_age(MAX_IDLE);
         if !self.use_env_proxy {
             builder = builder.proxy(None);
         }
         builder.build().new_agent()
+    }
+}
+
+/// The idle agents of one provider, each holding at most one keep-alive connection, for
+/// its next requests. Clones share them; a provider's `with_http_options` starts afresh.
+///
+/// A request takes the most recently used agent (or makes one) and gives it back only
+/// when its response body was read to the end and its token was not cancelled (a
+/// cancelled agent is shut down for good). At most [`MAX_IDLE_AGENTS`] wait here; one
+/// idle for [`MAX_IDLE`] or longer is dropped, with its connection, when the next request
+/// looks. ureq checks that a pooled connection is still open before reusing it.
+#[derive(Clone, Default)]
+pub(crate) struct Connections(Arc<Mutex<Vec<(ureq::Agent, Instant)>>>);
+
+/// How many idle agents (connections) a provider keeps.
+const MAX_IDLE_AGENTS: usize = 4;
+
+/// How long an idle connection is kept: long enough for the tool calls between two
+/// rounds, and below the idle timeout of most servers and load balancers.
+const MAX_IDLE: Duration = Duration::from_secs(15);
+
+impl Connections {
+    /// An agent for one request: the most recently idle one, or a new one.
+    fn take(&self, options: &HttpOptions) -> ureq::Agent {
+        let mut idle = lock(&self.0);
+        while let Some((agent, since)) = idle.pop() {
+            if since.elapsed() < MAX_IDLE {
+                return agent;
+            }
+        }
+        drop(idle);
+        options.agent()
+    }
+
+    /// Keeps `agent`, whose last response was read to its end.
+    fn give_back(&self, agent: ureq::Agent) {
+        let mut idle = lock(&self.0);
+        if idle.len() >= MAX_IDLE_AGENTS {
+            idle.remove(0);
+        }
+        idle.push((agent, Instant::now()));
+    }
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections")
+            .field("idle", &lock(&self.0).len())
+            .finish()
     }
 }
 
@@ -146,6 +204,10 @@ const OUTPUT_BUFFER: usize = 16 * 1024;
 /// Size of one body read.
 const READ_BUFFER: usize = 16 * 1024;
 
+/// How many body bytes after the finish event are read (and dropped) to keep the
+/// connection for the next request.
+const TAIL_LIMIT: usize = 16 * 1024;
+
 /// Sends `request` in `wire`'s format and returns its event stream once the response
 /// headers have arrived with a 2xx status; the `Provider::open` of every HTTP wire format.
 ///
@@ -154,6 +216,7 @@ const READ_BUFFER: usize = 16 * 1024;
 pub(crate) fn open(
     wire: &dyn WireFormat,
     options: &HttpOptions,
+    connections: &Connections,
     request: &Request,
     cancel: &CancelToken,
 ) -> Result<EventIter> {
@@ -163,7 +226,7 @@ pub(crate) fn open(
     if cancel.is_cancelled() {
         return Err(aborted(&provider));
     }
-    let agent = options.agent();
+    let agent = connections.take(options);
     let guard = {
         let agent = agent.clone();
         cancel.on_cancel(move || agent.shutdown())
@@ -234,7 +297,8 @@ pub(crate) fn open(
         pending: VecDeque::new(),
         buffer: vec![0; READ_BUFFER],
         cancel: cancel.clone(),
-        _guard: guard,
+        guard: Some(guard),
+        agent: Some((agent, connections.clone())),
         failed: None,
         done: false,
         options: options.clone(),
@@ -289,8 +353,10 @@ struct HttpEventStream {
     pending: VecDeque<StreamEvent>,
     buffer: Vec<u8>,
     cancel: CancelToken,
-    /// Shuts the agent down on cancel for as long as the stream lives.
-    _guard: CancelGuard,
+    /// Shuts the agent down on cancel for as long as the stream reads.
+    guard: Option<CancelGuard>,
+    /// The agent of this request and where it goes back once the body is read to its end.
+    agent: Option<(ureq::Agent, Connections)>,
     /// The error that ended the stream, delivered after the pending events.
     failed: Option<Error>,
     done: bool,
@@ -327,6 +393,7 @@ impl HttpEventStream {
             if n == 0 {
                 self.reader = None;
                 self.done = true;
+                self.release();
                 self.parser.finish(&mut self.sse_events);
             } else {
                 self.parser.feed(&self.buffer[..n], &mut self.sse_events);
@@ -366,10 +433,50 @@ impl HttpEventStream {
             if result.is_ok() && self.done {
                 result = self.decoder.end(&mut self.events);
             }
+            let finished = self
+                .events
+                .iter()
+                .any(|e| matches!(e, StreamEvent::Finish { .. }));
             self.pending.extend(self.events.drain(..));
             result?;
+            if finished && !self.done {
+                self.read_tail();
+            }
         }
         Ok(())
+    }
+
+    /// After the finish event: reads the rest of the body (the chunked terminator, as a
+    /// rule already received with the last event) so that its connection can carry the
+    /// provider's next request. The response is complete: more than [`TAIL_LIMIT`] bytes,
+    /// an error or a cancellation only costs the connection. A server that holds the body
+    /// open after its last event is bounded by the stall timeout, like any silence.
+    fn read_tail(&mut self) {
+        let mut extra = 0;
+        while let Some(reader) = self.reader.as_mut() {
+            match reader.read(&mut self.buffer) {
+                Ok(0) => {
+                    self.reader = None;
+                    self.release();
+                }
+                Ok(n) if extra + n <= TAIL_LIMIT => extra += n,
+                _ => self.reader = None,
+            }
+        }
+        self.done = true;
+    }
+
+    /// The body was read to its end, so ureq holds its connection idle in the agent: the
+    /// agent goes back to the provider, unless the request was cancelled (that shut the
+    /// agent down). The cancel callback is unregistered first, so a later cancellation of
+    /// this token cannot shut down an agent another request is using.
+    fn release(&mut self) {
+        self.guard = None;
+        if let Some((agent, connections)) = self.agent.take() {
+            if !self.cancel.is_cancelled() {
+                connections.give_back(agent);
+            }
+        }
     }
 }
 

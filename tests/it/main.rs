@@ -23,6 +23,7 @@ mod hooks;
 mod hostile_files;
 mod hostile_net;
 mod invariants;
+mod keepalive;
 mod llamacpp;
 mod mcp;
 mod openai;

@@ -90,6 +90,8 @@ pub struct Anthropic {
     api_key: String,
     base_url: String,
     http: HttpOptions,
+    /// Idle keep-alive connections for the next requests (shared by clones).
+    connections: http::Connections,
     max_tokens_default: u32,
 }
 
@@ -111,6 +113,7 @@ impl Anthropic {
             api_key: api_key.into(),
             base_url: "https://api.anthropic.com".to_string(),
             http: HttpOptions::default(),
+            connections: http::Connections::default(),
             max_tokens_default: DEFAULT_MAX_TOKENS,
         }
     }
@@ -128,6 +131,7 @@ impl Anthropic {
     /// Replaces the HTTP timeouts and proxy settings.
     pub fn with_http_options(mut self, options: HttpOptions) -> Anthropic {
         self.http = options;
+        self.connections = http::Connections::default();
         self
     }
 
@@ -150,7 +154,7 @@ impl Provider for Anthropic {
     }
 
     fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
-        http::open(self, &self.http, request, cancel)
+        http::open(self, &self.http, &self.connections, request, cancel)
     }
 }
 

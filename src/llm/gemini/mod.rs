@@ -84,6 +84,8 @@ pub struct Gemini {
     api_key: String,
     base_url: String,
     http: HttpOptions,
+    /// Idle keep-alive connections for the next requests (shared by clones).
+    connections: http::Connections,
 }
 
 impl fmt::Debug for Gemini {
@@ -103,6 +105,7 @@ impl Gemini {
             api_key: api_key.into(),
             base_url: DEFAULT_BASE_URL.to_string(),
             http: HttpOptions::default(),
+            connections: http::Connections::default(),
         }
     }
 
@@ -121,6 +124,7 @@ impl Gemini {
     /// Replaces the timeouts and transport settings.
     pub fn with_http_options(mut self, http: HttpOptions) -> Gemini {
         self.http = http;
+        self.connections = http::Connections::default();
         self
     }
 
@@ -136,7 +140,7 @@ impl Provider for Gemini {
     }
 
     fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
-        http::open(self, &self.http, request, cancel)
+        http::open(self, &self.http, &self.connections, request, cancel)
     }
 }
 

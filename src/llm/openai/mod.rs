@@ -70,6 +70,8 @@ pub struct OpenAi {
     organization: Option<String>,
     project: Option<String>,
     http: HttpOptions,
+    /// Idle keep-alive connections for the next requests (shared by clones).
+    connections: http::Connections,
 }
 
 impl fmt::Debug for OpenAi {
@@ -93,6 +95,7 @@ impl OpenAi {
             organization: None,
             project: None,
             http: HttpOptions::default(),
+            connections: http::Connections::default(),
         }
     }
 
@@ -105,6 +108,7 @@ impl OpenAi {
     /// Replaces the timeouts and transport settings.
     pub fn with_http_options(mut self, http: HttpOptions) -> OpenAi {
         self.http = http;
+        self.connections = http::Connections::default();
         self
     }
 
@@ -132,7 +136,7 @@ impl Provider for OpenAi {
     }
 
     fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
-        http::open(self, &self.http, request, cancel)
+        http::open(self, &self.http, &self.connections, request, cancel)
     }
 }
 

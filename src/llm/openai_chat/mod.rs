@@ -87,6 +87,8 @@ pub struct OpenAiChat {
     api_key: Option<String>,
     base_url: String,
     http: HttpOptions,
+    /// Idle keep-alive connections for the next requests (shared by clones).
+    connections: http::Connections,
 }
 
 impl fmt::Debug for OpenAiChat {
@@ -115,6 +117,7 @@ impl OpenAiChat {
             api_key: None,
             base_url: base_url.into().trim_end_matches('/').to_string(),
             http: HttpOptions::default(),
+            connections: http::Connections::default(),
         }
     }
 
@@ -141,6 +144,7 @@ impl OpenAiChat {
     /// Replaces the timeouts and transport settings.
     pub fn with_http_options(mut self, http: HttpOptions) -> OpenAiChat {
         self.http = http;
+        self.connections = http::Connections::default();
         self
     }
 
@@ -180,7 +184,7 @@ impl Provider for OpenAiChat {
     }
 
     fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
-        http::open(self, &self.http, request, cancel)
+        http::open(self, &self.http, &self.connections, request, cancel)
     }
 }
 

@@ -45,6 +45,8 @@ enum Ending {
     HangUpAfter(usize),
     /// Close the connection without writing a single byte.
     HangUpAtOnce,
+    /// Finish the body, then close the connection (an idle timeout, at once).
+    CompleteThenClose,
     /// Write nothing at all and hold the connection open.
     Silent,
 }
@@ -147,6 +149,13 @@ impl Reply {
         self
     }
 
+    /// Finishes the body, then closes the connection, as a server does whose keep-alive
+    /// timeout has run out. The reply counts as answered once the connection is shut.
+    pub fn then_close(mut self) -> Reply {
+        self.ending = Ending::CompleteThenClose;
+        self
+    }
+
     /// Closes the connection after `bytes` bytes of the body, without the final chunk.
     pub fn hang_up_after(mut self, bytes: usize) -> Reply {
         self.chunked = true;
@@ -202,6 +211,8 @@ struct State {
     requests: Vec<RecordedRequest>,
     /// Per request index: when the client was seen closing the connection.
     closed: Vec<Option<Instant>>,
+    /// Per request index: when its reply was completely written (complete replies only).
+    answered: Vec<Option<Instant>>,
     connections: usize,
     stop: bool,
 }
@@ -222,12 +233,22 @@ impl Shared {
 
     /// Waits up to `timeout`; returns `true` if the server is stopping.
     fn wait_stop(&self, timeout: Duration) -> bool {
+        self.wait_until(timeout, |state| state.stop.then_some(()))
+            .is_some()
+    }
+
+    /// Waits up to `timeout` for `seen` to find something in the state; `None` if it did
+    /// not in time.
+    fn wait_until<T>(&self, timeout: Duration, seen: impl Fn(&State) -> Option<T>) -> Option<T> {
         let deadline = Instant::now() + timeout;
         let mut state = self.lock();
-        while !state.stop {
+        loop {
+            if let Some(found) = seen(&state) {
+                return Some(found);
+            }
             let now = Instant::now();
             if now >= deadline {
-                return false;
+                return None;
             }
             state = self
                 .changed
@@ -235,15 +256,29 @@ impl Shared {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        true
     }
 
     fn mark_closed(&self, index: usize) {
+        self.mark(index, |state| &mut state.closed);
+    }
+
+    fn mark(&self, index: usize, times: fn(&mut State) -> &mut Vec<Option<Instant>>) {
         let mut state = self.lock();
-        if state.closed[index].is_none() {
-            state.closed[index] = Some(Instant::now());
+        let at = &mut times(&mut state)[index];
+        if at.is_none() {
+            *at = Some(Instant::now());
         }
         self.changed.notify_all();
+    }
+
+    /// Waits up to `timeout` for the time `times` holds for request `index`.
+    fn wait_mark(
+        &self,
+        index: usize,
+        timeout: Duration,
+        times: fn(&State) -> &Vec<Option<Instant>>,
+    ) -> Option<Instant> {
+        self.wait_until(timeout, |state| times(state).get(index).copied().flatten())
     }
 }
 
@@ -310,23 +345,15 @@ impl Server {
 
     /// Waits until at least `n` requests have arrived; panics after `timeout`.
     pub fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        while state.requests.len() < n {
-            let now = Instant::now();
-            assert!(
-                now < deadline,
+        let arrived = self.shared.wait_until(timeout, |state| {
+            (state.requests.len() >= n).then(|| state.requests.clone())
+        });
+        arrived.unwrap_or_else(|| {
+            panic!(
                 "only {} of {n} requests arrived within {timeout:?}",
-                state.requests.len()
-            );
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-        state.requests.clone()
+                self.shared.lock().requests.len()
+            )
+        })
     }
 
     /// Waits until the client has closed the connection that carried request `index`;
@@ -335,23 +362,15 @@ impl Server {
     /// Only connections the server is holding (stalls, kept-alive connections after a
     /// complete reply) are watched.
     pub fn wait_client_closed(&self, index: usize, timeout: Duration) -> Option<Instant> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        loop {
-            if let Some(Some(at)) = state.closed.get(index) {
-                return Some(*at);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return None;
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        self.shared.wait_mark(index, timeout, |state| &state.closed)
+    }
+
+    /// Waits until the reply to request `index` was completely written (the terminating
+    /// chunk sent and flushed); `None` if it was not within `timeout`, or if the reply was
+    /// not a complete one (a stall, a hang-up).
+    pub fn wait_answered(&self, index: usize, timeout: Duration) -> Option<Instant> {
+        self.shared
+            .wait_mark(index, timeout, |state| &state.answered)
     }
 }
 
@@ -439,6 +458,7 @@ fn serve_connection(
                 .position(|(marker, _)| body.contains(marker.as_str()));
             state.requests.push(request);
             state.closed.push(None);
+            state.answered.push(None);
             let reply = match route {
                 Some(route) => state.routes[route].1.pop_front(),
                 None => state.replies.pop_front(),
@@ -454,7 +474,12 @@ fn serve_connection(
             )
         });
         match write_reply(&mut stream, &reply, shared) {
-            Written::KeepAlive => {}
+            Written::KeepAlive if reply.ending == Ending::CompleteThenClose => {
+                let _ = stream.shutdown(Shutdown::Both);
+                shared.mark(index, |state| &mut state.answered);
+                return;
+            }
+            Written::KeepAlive => shared.mark(index, |state| &mut state.answered),
             Written::Hold => {
                 hold(&mut stream, shared, index);
                 return;
