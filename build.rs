@@ -1,0 +1,79 @@
+//! Links the examples with the agent CLI's hot-function list, and nothing else: the
+//! library is built as if this script did not exist.
+//!
+//! `examples/agent/hot-functions.txt` names the functions the `agent` CLI runs on its
+//! way through a task (`.ci/hot-functions` records it). Given to lld as its symbol
+//! ordering file, they are laid out together, so that a start of the CLI faults in about
+//! 15 runs of 64 KiB of code instead of about 55 scattered over the binary's 4.7 MiB of
+//! text (ARCHITECTURE.md, "From `main` to the first request byte").
+//!
+//! Only where the linker is certainly rustc's bundled lld: x86_64 Linux (GNU), rustc 1.90
+//! or later (its default linker there), and no linker chosen by the build's flags or
+//! environment. Elsewhere the examples link as before.
+
+use std::env;
+use std::path::Path;
+use std::process::Command;
+
+fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=examples/agent/hot-functions.txt");
+    println!("cargo::rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
+    if env::var("TARGET").as_deref() != Ok("x86_64-unknown-linux-gnu") || !links_with_lld() {
+        return;
+    }
+    let Ok(dir) = env::var("CARGO_MANIFEST_DIR") else {
+        return;
+    };
+    let list = Path::new(&dir).join("examples/agent/hot-functions.txt");
+    let Some(path) = list.to_str() else {
+        return;
+    };
+    // `-Wl,` splits its argument at commas.
+    if !list.is_file() || path.contains(',') {
+        return;
+    }
+    println!("cargo::rustc-link-arg-examples=-Wl,--symbol-ordering-file={path}");
+    // Functions the list names that a build does not have (another profile, code that
+    // moved on) are skipped quietly.
+    println!("cargo::rustc-link-arg-examples=-Wl,--no-warn-symbol-ordering");
+}
+
+/// Whether rustc links with its bundled lld: release 1.90 or later with `gcc-ld/ld.lld`
+/// in its sysroot, and no linker (or linker flavour, or self-contained linking choice)
+/// set by the flags or the environment.
+fn links_with_lld() -> bool {
+    let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let chosen = ["linker", "link-self-contained", "fuse-ld"];
+    if chosen.iter().any(|c| flags.contains(c))
+        || env::var_os("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_some()
+    {
+        return false;
+    }
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+    let ask = |arg: &str| {
+        Command::new(&rustc)
+            .arg(arg)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(version) = ask("-vV") else {
+        return false;
+    };
+    let Some(release) = version.lines().find_map(|l| l.strip_prefix("release: ")) else {
+        return false;
+    };
+    let mut numbers = release.split(['.', '-']).map(|n| n.parse::<u32>().ok());
+    let recent = match (numbers.next().flatten(), numbers.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (1, 90),
+        _ => false,
+    };
+    recent
+        && ask("--print=sysroot").is_some_and(|sysroot| {
+            Path::new(&sysroot)
+                .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/gcc-ld/ld.lld")
+                .is_file()
+        })
+}
