@@ -149,16 +149,18 @@ const MAX_IDLE_AGENTS: usize = 4;
 const MAX_IDLE: Duration = Duration::from_secs(15);
 
 impl Connections {
-    /// An agent for one request: the most recently idle one, or a new one.
+    /// An agent for one request: the most recently idle one, or a new one. Agents idle
+    /// for [`MAX_IDLE`] or longer are dropped on the way, with their connections.
     fn take(&self, options: &HttpOptions) -> ureq::Agent {
         let mut idle = lock(&self.0);
-        while let Some((agent, since)) = idle.pop() {
-            if since.elapsed() < MAX_IDLE {
-                return agent;
+        idle.retain(|(_, since)| since.elapsed() < MAX_IDLE);
+        match idle.pop() {
+            Some((agent, _)) => agent,
+            None => {
+                drop(idle);
+                options.agent()
             }
         }
-        drop(idle);
-        options.agent()
     }
 
     /// Keeps `agent`, whose last response was read to its end.
@@ -632,6 +634,29 @@ fn lowercase_headers(headers: &ureq::http::HeaderMap) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_agents_are_capped_and_the_stale_ones_dropped() {
+        let options = HttpOptions::default();
+        let connections = Connections::default();
+        for _ in 0..MAX_IDLE_AGENTS + 2 {
+            connections.give_back(options.agent());
+        }
+        assert_eq!(lock(&connections.0).len(), MAX_IDLE_AGENTS);
+        // One idle too long at the bottom, one fresh on top: taking one drops the stale
+        // agent and leaves the others.
+        let Some(long_ago) = Instant::now().checked_sub(MAX_IDLE + Duration::from_secs(1)) else {
+            return; // a machine up for less than that: nothing to test
+        };
+        lock(&connections.0)[0].1 = long_ago;
+        let _ = connections.take(&options);
+        assert_eq!(lock(&connections.0).len(), MAX_IDLE_AGENTS - 2);
+        assert!(
+            lock(&connections.0)
+                .iter()
+                .all(|(_, since)| since.elapsed() < MAX_IDLE)
+        );
+    }
 
     #[test]
     fn urls_lose_their_query_in_messages() {
