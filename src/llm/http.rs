@@ -20,6 +20,7 @@
 
 use std::collections::VecDeque;
 use std::io::Read;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -135,14 +136,33 @@ impl HttpOptions {
 ///
 /// A request takes the most recently used agent (or makes one) and gives it back only
 /// when its response body was read to the end and its token was not cancelled (a
-/// cancelled agent is shut down for good). At most [`MAX_IDLE_AGENTS`] wait here; one
-/// idle for [`MAX_IDLE`] or longer is dropped, with its connection, when the next request
+/// cancelled agent is shut down for good). At most [`MAX_IDLE_AGENTS`] wait here, and at
+/// most [`MAX_IDLE_IN_PROCESS`] in all providers of the process together, so that a
+/// thousand sessions with a provider each do not hold a thousand idle sockets; one idle
+/// for [`MAX_IDLE`] or longer is dropped, with its connection, when the next request
 /// looks. ureq checks that a pooled connection is still open before reusing it.
 #[derive(Clone, Default)]
-pub(crate) struct Connections(Arc<Mutex<Vec<(ureq::Agent, Instant)>>>);
+pub(crate) struct Connections(Arc<Mutex<Idle>>);
 
-/// How many idle agents (connections) a provider keeps.
-const MAX_IDLE_AGENTS: usize = 4;
+/// The idle agents, and since when each is idle; counted in [`IDLE_IN_PROCESS`].
+#[derive(Default)]
+struct Idle(Vec<(ureq::Agent, Instant)>);
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        IDLE_IN_PROCESS.fetch_sub(self.0.len(), Ordering::SeqCst);
+    }
+}
+
+/// How many idle agents (connections) a provider keeps: enough for the sessions sharing
+/// it between their rounds.
+const MAX_IDLE_AGENTS: usize = 8;
+
+/// How many idle agents all providers of the process keep together.
+const MAX_IDLE_IN_PROCESS: usize = 64;
+
+/// Idle agents in all providers of the process.
+static IDLE_IN_PROCESS: AtomicUsize = AtomicUsize::new(0);
 
 /// How long an idle connection is kept: long enough for the tool calls between two
 /// rounds, and below the idle timeout of most servers and load balancers.
@@ -153,30 +173,40 @@ impl Connections {
     /// for [`MAX_IDLE`] or longer are dropped on the way, with their connections.
     fn take(&self, options: &HttpOptions) -> ureq::Agent {
         let mut idle = lock(&self.0);
-        idle.retain(|(_, since)| since.elapsed() < MAX_IDLE);
-        match idle.pop() {
+        let before = idle.0.len();
+        idle.0.retain(|(_, since)| since.elapsed() < MAX_IDLE);
+        let taken = idle.0.pop();
+        let left = before - idle.0.len();
+        IDLE_IN_PROCESS.fetch_sub(left, Ordering::SeqCst);
+        drop(idle);
+        match taken {
             Some((agent, _)) => agent,
-            None => {
-                drop(idle);
-                options.agent()
-            }
+            None => options.agent(),
         }
     }
 
-    /// Keeps `agent`, whose last response was read to its end.
+    /// Keeps `agent`, whose last response was read to its end, unless the provider or the
+    /// process already keeps as many as they may (then the agent and its connection go).
     fn give_back(&self, agent: ureq::Agent) {
         let mut idle = lock(&self.0);
-        if idle.len() >= MAX_IDLE_AGENTS {
-            idle.remove(0);
+        if idle.0.len() >= MAX_IDLE_AGENTS {
+            idle.0.remove(0);
+        } else {
+            let kept = IDLE_IN_PROCESS.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_IDLE_IN_PROCESS).then_some(n + 1)
+            });
+            if kept.is_err() {
+                return;
+            }
         }
-        idle.push((agent, Instant::now()));
+        idle.0.push((agent, Instant::now()));
     }
 }
 
 impl std::fmt::Debug for Connections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connections")
-            .field("idle", &lock(&self.0).len())
+            .field("idle", &lock(&self.0).0.len())
             .finish()
     }
 }
@@ -635,27 +665,51 @@ fn lowercase_headers(headers: &ureq::http::HeaderMap) -> Vec<(String, String)> {
 mod tests {
     use super::*;
 
+    /// The two tests below count the process's idle agents: one at a time.
+    static COUNTING: Mutex<()> = Mutex::new(());
+
     #[test]
     fn idle_agents_are_capped_and_the_stale_ones_dropped() {
+        let _one_at_a_time = lock(&COUNTING);
         let options = HttpOptions::default();
         let connections = Connections::default();
         for _ in 0..MAX_IDLE_AGENTS + 2 {
             connections.give_back(options.agent());
         }
-        assert_eq!(lock(&connections.0).len(), MAX_IDLE_AGENTS);
-        // One idle too long at the bottom, one fresh on top: taking one drops the stale
-        // agent and leaves the others.
+        let kept = lock(&connections.0).0.len();
+        assert_eq!(kept, MAX_IDLE_AGENTS);
+        // One idle too long at the bottom: taking one drops it and the one taken.
         let Some(long_ago) = Instant::now().checked_sub(MAX_IDLE + Duration::from_secs(1)) else {
             return; // a machine up for less than that: nothing to test
         };
-        lock(&connections.0)[0].1 = long_ago;
+        lock(&connections.0).0[0].1 = long_ago;
         let _ = connections.take(&options);
-        assert_eq!(lock(&connections.0).len(), MAX_IDLE_AGENTS - 2);
-        assert!(
-            lock(&connections.0)
-                .iter()
-                .all(|(_, since)| since.elapsed() < MAX_IDLE)
+        let idle = lock(&connections.0);
+        assert_eq!(idle.0.len(), MAX_IDLE_AGENTS - 2);
+        assert!(idle.0.iter().all(|(_, since)| since.elapsed() < MAX_IDLE));
+    }
+
+    #[test]
+    fn the_process_keeps_a_bounded_number_of_idle_agents() {
+        let _one_at_a_time = lock(&COUNTING);
+        let options = HttpOptions::default();
+        let providers: Vec<Connections> = (0..MAX_IDLE_IN_PROCESS + 8)
+            .map(|_| Connections::default())
+            .collect();
+        for connections in &providers {
+            connections.give_back(options.agent());
+        }
+        let kept: usize = providers.iter().map(|c| lock(&c.0).0.len()).sum();
+        assert_eq!(
+            kept, MAX_IDLE_IN_PROCESS,
+            "one idle agent each, up to the cap"
         );
+        assert_eq!(IDLE_IN_PROCESS.load(Ordering::SeqCst), MAX_IDLE_IN_PROCESS);
+        drop(providers);
+        // Dropped providers give their share back: room for new idle agents again.
+        let connections = Connections::default();
+        connections.give_back(options.agent());
+        assert_eq!(lock(&connections.0).0.len(), 1);
     }
 
     #[test]
