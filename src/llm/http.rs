@@ -481,9 +481,11 @@ impl HttpEventStream {
     /// After the finish event: reads the rest of the body (the chunked terminator, as a
     /// rule already received with the last event) so that its connection can carry the
     /// provider's next request. The response is complete: more than [`TAIL_LIMIT`] bytes,
-    /// an error or a cancellation only costs the connection. A server that holds the body
-    /// open after its last event is bounded by the stall timeout, like any silence.
+    /// an error, a cancellation or data still trickling in after the stall timeout only
+    /// cost the connection. A server that holds the body open after its last event costs
+    /// the stall timeout, like any silence.
     fn read_tail(&mut self) {
+        let deadline = Instant::now() + self.options.stall_timeout;
         let mut extra = 0;
         while let Some(reader) = self.reader.as_mut() {
             match reader.read(&mut self.buffer) {
@@ -491,7 +493,7 @@ impl HttpEventStream {
                     self.reader = None;
                     self.release();
                 }
-                Ok(n) if extra + n <= TAIL_LIMIT => extra += n,
+                Ok(n) if extra + n <= TAIL_LIMIT && Instant::now() < deadline => extra += n,
                 _ => self.reader = None,
             }
         }

@@ -2,7 +2,8 @@
 //! provider's rounds share one connection in every wire format; a connection the server
 //! closed while idle is replaced without an error; a cancelled request, or a later cancel
 //! of a finished request's token, never spoils the connection the next request uses; a
-//! body held open after its last event costs at most the stall timeout and is not reused.
+//! body held open after its last event costs at most the stall timeout and is not reused,
+//! nor is one that trickles on after it.
 
 use std::time::{Duration, Instant};
 
@@ -155,4 +156,40 @@ fn a_session_runs_its_tool_rounds_over_one_connection() {
     assert_eq!(stop_reason(&events), StopReason::Completed);
     assert_eq!(h.server.requests().len(), 3);
     assert_eq!(h.server.connection_count(), 1);
+}
+
+#[test]
+fn a_body_trickling_on_after_its_last_event_is_dropped_by_the_stall_timeout() {
+    let stall = Duration::from_millis(300);
+    let events = anthropic_sse("complete, then padding", &[]);
+    // After the events, 20 chunks of comment lines, one every 200 ms: 4 s of trickle,
+    // under the 16 KiB the tail may read, each gap under the stall timeout.
+    let mut body = events.clone().into_bytes();
+    let padding = format!(": {}\n", "x".repeat(events.len().saturating_sub(3)));
+    for _ in 0..20 {
+        body.extend_from_slice(padding.as_bytes());
+    }
+    let server = Server::start(vec![
+        Reply::sse(body)
+            .chunk(events.len())
+            .delay(Duration::from_millis(200)),
+        text_reply("next"),
+    ]);
+    let provider = support::anthropic(&server)
+        .with_http_options(support::http_options().with_stall_timeout(stall));
+    let client = support::client_for(provider).with_retry_policy(RetryPolicy::none());
+    let started = Instant::now();
+    let response = client.complete(&request()).unwrap();
+    let took = started.elapsed();
+    assert_eq!(response.text(), "complete, then padding");
+    assert!(
+        took < Duration::from_millis(2500),
+        "the tail was read for {took:?}"
+    );
+    assert_eq!(client.complete(&request()).unwrap().text(), "next");
+    assert_eq!(
+        server.connection_count(),
+        2,
+        "the trickling connection was dropped"
+    );
 }
