@@ -22,15 +22,21 @@ fn main() {
     if env::var("TARGET").as_deref() != Ok("x86_64-unknown-linux-gnu") || !links_with_lld() {
         return;
     }
-    let Ok(dir) = env::var("CARGO_MANIFEST_DIR") else {
+    let (Ok(dir), Ok(out)) = (env::var("CARGO_MANIFEST_DIR"), env::var("OUT_DIR")) else {
         return;
     };
-    let list = Path::new(&dir).join("examples/agent/hot-functions.txt");
+    // The linker reads a copy in OUT_DIR: cargo may reuse this script's output for another
+    // checkout sharing the target directory, where a path into this checkout would dangle.
+    let list = Path::new(&out).join("hot-functions.txt");
+    let copied = std::fs::copy(
+        Path::new(&dir).join("examples/agent/hot-functions.txt"),
+        &list,
+    );
     let Some(path) = list.to_str() else {
         return;
     };
     // `-Wl,` splits its argument at commas.
-    if !list.is_file() || path.contains(',') {
+    if copied.is_err() || path.contains(',') {
         return;
     }
     println!("cargo::rustc-link-arg-examples=-Wl,--symbol-ordering-file={path}");
