@@ -24,6 +24,20 @@ fn no_retries(server: &Server) -> Client {
     support::anthropic_client(server).with_retry_policy(RetryPolicy::none())
 }
 
+/// [`no_retries`] with `stall` as the stall timeout.
+fn no_retries_stalling_after(server: &Server, stall: Duration) -> Client {
+    let provider = support::anthropic(server)
+        .with_http_options(support::http_options().with_stall_timeout(stall));
+    support::client_for(provider).with_retry_policy(RetryPolicy::none())
+}
+
+/// The text of `client`'s answer to one request, and how long the request took.
+fn timed_answer(client: &Client) -> (String, Duration) {
+    let started = Instant::now();
+    let response = client.complete(&request()).unwrap();
+    (response.text(), started.elapsed())
+}
+
 #[test]
 fn three_rounds_share_one_connection_for_every_format() {
     for format in formats() {
@@ -115,13 +129,9 @@ fn a_body_held_open_after_its_last_event_ends_by_the_stall_timeout_and_is_not_re
         text_reply("complete, but the body stays open").then_stall(),
         text_reply("next"),
     ]);
-    let provider = support::anthropic(&server)
-        .with_http_options(support::http_options().with_stall_timeout(stall));
-    let client = support::client_for(provider).with_retry_policy(RetryPolicy::none());
-    let started = Instant::now();
-    let response = client.complete(&request()).unwrap();
-    let took = started.elapsed();
-    assert_eq!(response.text(), "complete, but the body stays open");
+    let client = no_retries_stalling_after(&server, stall);
+    let (text, took) = timed_answer(&client);
+    assert_eq!(text, "complete, but the body stays open");
     assert!(took < stall + GENEROUS, "took {took:?}");
     assert_eq!(client.complete(&request()).unwrap().text(), "next");
     assert_eq!(
@@ -175,13 +185,9 @@ fn a_body_trickling_on_after_its_last_event_is_dropped_by_the_stall_timeout() {
             .delay(Duration::from_millis(200)),
         text_reply("next"),
     ]);
-    let provider = support::anthropic(&server)
-        .with_http_options(support::http_options().with_stall_timeout(stall));
-    let client = support::client_for(provider).with_retry_policy(RetryPolicy::none());
-    let started = Instant::now();
-    let response = client.complete(&request()).unwrap();
-    let took = started.elapsed();
-    assert_eq!(response.text(), "complete, then padding");
+    let client = no_retries_stalling_after(&server, stall);
+    let (text, took) = timed_answer(&client);
+    assert_eq!(text, "complete, then padding");
     assert!(
         took < Duration::from_millis(2500),
         "the tail was read for {took:?}"
