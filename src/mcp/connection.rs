@@ -284,9 +284,6 @@ impl Connection {
         timeout: Duration,
         cancel: &CancelToken,
     ) -> Result<Value, RpcFailure> {
-        if let Some(why) = self.inbound.closed() {
-            return Err(RpcFailure::Closed(why));
-        }
         if cancel.is_cancelled() {
             return Err(RpcFailure::Cancelled);
         }
@@ -301,6 +298,15 @@ impl Connection {
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
         lock(&self.inbound.pending).insert(id, reply_tx);
         lock(&self.inbound.progress).insert(id, bump_tx);
+        // Looked at once the request is pending: `close` marks the connection closed before
+        // it fails the pending requests, so either it finds this one or this look finds it
+        // closed. (Looked at before, a close in between left the request waiting for its
+        // whole timeout: a server that exits at once could hold start-up for 30 s.)
+        if let Some(why) = self.inbound.closed() {
+            lock(&self.inbound.pending).remove(&id);
+            lock(&self.inbound.progress).remove(&id);
+            return Err(RpcFailure::Closed(why));
+        }
         let _guard = cancel.on_cancel(move || {
             let _ = stop_tx.try_send(());
         });
