@@ -15,10 +15,11 @@
 //!    and stderr pipes whenever it waits (`pump.rs`: one `ppoll(2)` on both pipes and a
 //!    wake descriptor), also during the grace period and the drain below.
 //! 2. The calling thread checks the shell with `waitpid(WNOHANG)` (0.25 ms, doubling to
-//!    20 ms) and reads the pipes between checks; a pipe's end-of-file (usually the shell
-//!    exiting) or a cancel (a callback on the token writes the wake descriptor) cuts the
-//!    pause short. We poll rather than use the wait-timeout crate, whose SIGCHLD handler
-//!    would be a process-wide signal handler; this way the library installs none.
+//!    20 ms) and reads the pipes between checks; the shell's exit (a pidfd in the same
+//!    `ppoll`), a pipe's end-of-file or a cancel (a callback on the token writes the wake
+//!    descriptor) cuts the pause short. We poll rather than use the wait-timeout crate,
+//!    whose SIGCHLD handler would be a process-wide signal handler; this way the library
+//!    installs none.
 //! 3. On timeout or cancel the group gets SIGTERM; once the shell is reaped and no live
 //!    member is left the call goes on, otherwise after the grace period the group gets
 //!    SIGKILL.
@@ -132,6 +133,7 @@ pub(crate) fn run(
     let input = child.stdin;
     // The calling thread reads both pipes while it waits: no reader thread per command.
     let mut pump = Pump::new(child.stdout, child.stderr, on_output)?;
+    pump.watch_exit(child.pid);
     let waker = pump.waker();
     let cancel_guard = cancel.on_cancel(move || waker.wake());
     let stop = AtomicBool::new(false);
