@@ -66,7 +66,12 @@ fn host_glibc_at_least(major: u32, minor: u32) -> bool {
     let Some(version) = text.trim().strip_prefix("glibc ") else {
         return false;
     };
-    let mut numbers = version.split('.').map(|n| n.parse::<u32>().ok());
+    at_least(version, (major, minor))
+}
+
+/// Whether `version` (`1.90.0-nightly`, `2.36`) is at least `major.minor`.
+fn at_least(version: &str, (major, minor): (u32, u32)) -> bool {
+    let mut numbers = version.split(['.', '-']).map(|n| n.parse::<u32>().ok());
     match (numbers.next().flatten(), numbers.next().flatten()) {
         (Some(a), Some(b)) => (a, b) >= (major, minor),
         _ => false,
@@ -99,12 +104,7 @@ fn links_with_lld() -> bool {
     let Some(release) = version.lines().find_map(|l| l.strip_prefix("release: ")) else {
         return false;
     };
-    let mut numbers = release.split(['.', '-']).map(|n| n.parse::<u32>().ok());
-    let recent = match (numbers.next().flatten(), numbers.next().flatten()) {
-        (Some(major), Some(minor)) => (major, minor) >= (1, 90),
-        _ => false,
-    };
-    recent
+    at_least(release, (1, 90))
         && ask("--print=sysroot").is_some_and(|sysroot| {
             Path::new(&sysroot)
                 .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/gcc-ld/ld.lld")
