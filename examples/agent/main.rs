@@ -45,7 +45,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentloop::exec::ExecutionEnvironment;
 use agentloop::llm::ToolCall;
@@ -68,6 +68,11 @@ const EXIT_INTERRUPTED: i32 = 130;
 
 /// How often the live indicator is redrawn while no event arrives.
 const TICK: Duration = Duration::from_millis(100);
+
+/// How long into the session the signal watcher starts (see [`Run::next_event`]): after
+/// the worker's start and first request, not beside them. A signal meanwhile waits in the
+/// pipe, at most this long.
+const WATCH_AFTER: Duration = Duration::from_millis(10);
 
 /// The program's entry point, called by the C runtime instead of std's start-up.
 ///
@@ -105,6 +110,14 @@ fn start() {
         }
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
+    // One malloc arena: each thread's first allocation would otherwise map and trim an
+    // arena of its own (four syscalls, on the worker's way to its first request). The CLI
+    // runs one session; its threads rarely allocate at the same moment.
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt before any thread exists; M_ARENA_MAX takes any positive count.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
 }
 
 fn run_main() -> libc::c_int {
@@ -113,7 +126,8 @@ fn run_main() -> libc::c_int {
     let keys = keys::take_from_environment();
     // The signal pipes. Until the session is being started a signal ends the program the
     // default way (nothing to clean up yet); then it waits in the pipe for the watcher,
-    // which starts once the session runs (so that start-up does not wait for a thread).
+    // which starts 10 ms into the session (`WATCH_AFTER`), so that neither start-up nor
+    // the worker's first request shares the machine with a thread's start.
     let control = Arc::new(Control::default());
     let signals = match CtrlC::new() {
         Ok(signals) => signals,
@@ -250,7 +264,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
 
     control.one_shot.store(prompt.is_some(), Ordering::SeqCst);
     // From here on a signal waits in the pipe; the watcher acts on it once it starts,
-    // with the session running.
+    // with the session running (`Run::watch_signals`).
     if let Err(err) = ctrl_c.handle() {
         eprintln!("agent: cannot handle signals: {err}");
         return EXIT_ERROR;
@@ -273,15 +287,6 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         }
     }
     control.started(&session);
-    let watched = {
-        let control = control.clone();
-        ctrl_c.watch(move |signal| control.on_signal(signal))
-    };
-    if let Err(err) = watched {
-        eprintln!("agent: cannot handle signals: {err}");
-        session.abort();
-        return EXIT_ERROR;
-    }
 
     let mut run = Run {
         session: &session,
@@ -294,12 +299,9 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         closed_by_error: false,
         output_failed: false,
         ended: false,
+        watch_due: Some(Instant::now() + WATCH_AFTER),
+        watch_failed: false,
     };
-    if control.terminated().is_some() {
-        // A signal that came while the session started, acted on as the watcher began: the
-        // session was aborted; show how it ended.
-        run.until_session_end();
-    }
     let code = match prompt {
         Some(prompt) => {
             run.submit(prompt, true);
@@ -310,6 +312,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     };
     let code = match control.terminated() {
         Some(signal) => 128 + signal,
+        None if run.watch_failed => EXIT_ERROR,
         None => code,
     };
     let ended = run.ended;
@@ -516,7 +519,7 @@ struct Run<'a> {
     events: &'a mut Events,
     output: &'a mut Output,
     ctrl_c: &'a CtrlC,
-    control: &'a Control,
+    control: &'a Arc<Control>,
     approve: ApproveMode,
     last_stop: Option<StopReason>,
     closed_by_error: bool,
@@ -524,6 +527,10 @@ struct Run<'a> {
     /// `SESSION_END` was seen: the session's commands are ended and its transcript is
     /// written.
     ended: bool,
+    /// When the signal watcher is due to start; `None` once it was started.
+    watch_due: Option<Instant>,
+    /// The watcher could not start: the session was aborted.
+    watch_failed: bool,
 }
 
 impl Run<'_> {
@@ -537,14 +544,40 @@ impl Run<'_> {
         }
     }
 
-    /// Reads the next event, redrawing the indicator while waiting.
-    fn next_event(&mut self) -> Option<SessionEvent> {
-        if !self.output.wants_ticks() {
-            return self.events.next();
+    /// Starts the signal watcher unless it runs already: signals that came since the
+    /// handlers were installed are acted on now. Called when it is due and before the CLI
+    /// waits for anything but events (a line of input, an approval), which a press must
+    /// interrupt.
+    fn watch_signals(&mut self) {
+        if self.watch_due.take().is_none() {
+            return;
         }
+        let control = self.control.clone();
+        if let Err(err) = self.ctrl_c.watch(move |signal| control.on_signal(signal)) {
+            eprintln!("agent: cannot handle signals: {err}");
+            self.watch_failed = true;
+            self.session.abort();
+        }
+    }
+
+    /// Reads the next event, redrawing the indicator while waiting, and starts the signal
+    /// watcher once it is due ([`WATCH_AFTER`]), whether events come or not.
+    fn next_event(&mut self) -> Option<SessionEvent> {
         loop {
-            match self.events.recv_timeout(TICK) {
+            let now = Instant::now();
+            if self.watch_due.is_some_and(|due| due <= now) {
+                self.watch_signals();
+            }
+            let watch_in = self.watch_due.map(|due| due - now);
+            let ticks = self.output.wants_ticks().then_some(TICK);
+            let wait = match (watch_in, ticks) {
+                (None, None) => return self.events.next(),
+                (Some(watch_in), Some(tick)) => watch_in.min(tick),
+                (Some(wait), None) | (None, Some(wait)) => wait,
+            };
+            match self.events.recv_timeout(wait) {
                 Ok(event) => return Some(event),
+                Err(RecvError::Timeout) if watch_in == Some(wait) => self.watch_signals(),
                 Err(RecvError::Timeout) => self.output.tick(),
                 Err(RecvError::Ended) => return None,
             }
@@ -620,6 +653,7 @@ impl Run<'_> {
             responder.deny("the question could not be shown on the terminal");
             return;
         }
+        self.watch_signals();
         self.ctrl_c.forget_presses();
         let answer = LineReader::new(tty.as_raw_fd()).read_line(self.ctrl_c.wake_fd());
         match answer {
@@ -651,6 +685,7 @@ impl Run<'_> {
         loop {
             eprint!("> ");
             let _ = io::stderr().flush();
+            self.watch_signals();
             self.control.prompting.store(true, Ordering::SeqCst);
             self.ctrl_c.forget_presses();
             let line = stdin.read_line(self.ctrl_c.wake_fd());

@@ -539,6 +539,71 @@ fn a_signal_in_the_first_milliseconds_still_ends_the_cli_cleanly() {
     }
 }
 
+/// The names of `pid`'s threads (`/proc/<pid>/task/*/comm`).
+fn thread_names(pid: u32) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn the_signal_watcher_starts_while_the_model_has_not_answered_and_acts_on_sigterm() {
+    // The watcher starts 10 ms into the session, off the way to the first request; it must
+    // start although no event comes (the server never answers), and then act.
+    let server = Server::start(vec![Reply::stall()]);
+    let work = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut child = default_signal_actions(&mut agent(
+        &["--json", "--cwd", work.path().to_str().unwrap(), "wait"],
+        &[
+            ("ANTHROPIC_API_KEY", FAKE_KEY),
+            ("ANTHROPIC_BASE_URL", &server.url()),
+        ],
+        home.path(),
+    ))
+    .stdin(Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + GENEROUS;
+    while server.requests().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(server.requests().len(), 1, "the request never came");
+    let mut names = thread_names(child.id());
+    while !names.iter().any(|n| n == "agent-ctrl-c") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+        names = thread_names(child.id());
+    }
+    assert!(
+        names.iter().any(|n| n == "agent-ctrl-c"),
+        "no watcher thread while the request waits: {names:?}"
+    );
+    // SAFETY: signalling our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let mut stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        let _ = tx.send(text);
+    });
+    let stdout = rx.recv_timeout(GENEROUS).expect("no exit after SIGTERM");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap_or("")
+            .contains("\"session_end\""),
+        "{stdout}"
+    );
+}
+
 /// Started with its stdin and stderr closed, the CLI must not let a descriptor it opens
 /// take their place: its signal pipe would become fd 2 and every diagnostic it writes a
 /// "signal". The offline demo runs to its end.
