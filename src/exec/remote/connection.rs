@@ -109,8 +109,11 @@ impl Connection {
         let (tx, rx) = crossbeam_channel::unbounded();
         {
             let mut pending = self.lock_pending();
-            if let Some(reason) = &pending.closed {
-                return Err(reason.clone());
+            if pending.closed.is_some() {
+                drop(pending);
+                // The reader's reason, with the transport's last words (a transport that
+                // exited at once is seen here, before its first request).
+                return Err(self.closed(String::new()));
             }
             pending.waiting.insert(id, tx);
         }
@@ -301,4 +304,44 @@ fn dispatch(line: &[u8], pending: &Mutex<Pending>) -> Result<(), String> {
         let _ = tx.send(incoming);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn a_request_after_the_transport_ended_carries_its_last_words() {
+        // The transport says why and exits before the first request is started; the
+        // request's error must still name the reason (the handshake of a transport that
+        // exits at once sees exactly this when the reader is quicker than the caller).
+        let env = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
+        let args = [
+            "-c".to_string(),
+            "echo 'Permission denied (publickey).' >&2; exit 255".to_string(),
+        ];
+        let spec = StdioChildSpec {
+            program: "/bin/sh",
+            args: &args,
+            cwd: None,
+            env: &env,
+            name: "test-transport",
+        };
+        let connection = Connection::open(&spec, "test-transport").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !connection.is_closed() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert!(connection.is_closed(), "the reader never saw the end");
+        let Err(error) = connection.start("hello", Value::Null) else {
+            panic!("a request on an ended connection was started");
+        };
+        assert!(matches!(error, RemoteError::Closed { .. }), "{error:?}");
+        assert!(
+            error.to_string().contains("Permission denied (publickey)"),
+            "{error}"
+        );
+    }
 }
