@@ -557,7 +557,7 @@ fn the_signal_watcher_starts_while_the_model_has_not_answered_and_acts_on_sigter
     let server = Server::start(vec![Reply::stall()]);
     let work = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut child = default_signal_actions(&mut agent(
+    let child = default_signal_actions(&mut agent(
         &["--json", "--cwd", work.path().to_str().unwrap(), "wait"],
         &[
             ("ANTHROPIC_API_KEY", FAKE_KEY),
@@ -568,11 +568,8 @@ fn the_signal_watcher_starts_while_the_model_has_not_answered_and_acts_on_sigter
     .stdin(Stdio::null())
     .spawn()
     .unwrap();
+    server.wait_for_requests(1, GENEROUS);
     let deadline = Instant::now() + GENEROUS;
-    while server.requests().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert_eq!(server.requests().len(), 1, "the request never came");
     let mut names = thread_names(child.id());
     while !names.iter().any(|n| n == "agent-ctrl-c") && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));
@@ -585,15 +582,19 @@ fn the_signal_watcher_starts_while_the_model_has_not_answered_and_acts_on_sigter
     // SAFETY: signalling our own child, not yet reaped.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let (tx, rx) = crossbeam_channel::bounded(1);
-    let mut stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
-        let _ = tx.send(text);
-    });
-    let stdout = rx.recv_timeout(GENEROUS).expect("no exit after SIGTERM");
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(143), "{stdout}");
+    let waiter = std::thread::Builder::new()
+        .name("agent-cli-wait".to_string())
+        .spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        })
+        .unwrap();
+    let output = rx
+        .recv_timeout(GENEROUS)
+        .expect("no exit after SIGTERM")
+        .unwrap();
+    waiter.join().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(143), "{stdout}");
     assert!(
         stdout
             .lines()
