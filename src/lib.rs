@@ -95,6 +95,7 @@ mod bytes;
 mod cancel;
 mod error;
 pub mod exec;
+mod json;
 pub mod llm;
 pub mod mcp;
 pub mod profiles;

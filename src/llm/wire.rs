@@ -116,20 +116,20 @@ pub(crate) fn serialize_with_options<T: Serialize>(
     body: &T,
     options: Option<&serde_json::Map<String, Value>>,
 ) -> Result<Vec<u8>> {
-    let encode_error = |e: serde_json::Error| {
+    let encode_error = |e: &dyn std::fmt::Display| {
         Error::new(
             ErrorKind::InvalidRequest,
             format!("cannot encode the request: {e}"),
         )
     };
     match options {
-        None => serde_json::to_vec(body).map_err(encode_error),
+        None => crate::json::to_vec(body).map_err(|e| encode_error(&e)),
         Some(options) => {
-            let mut value = serde_json::to_value(body).map_err(encode_error)?;
+            let mut value = serde_json::to_value(body).map_err(|e| encode_error(&e))?;
             for (key, option) in options {
                 merge_json(&mut value, key, option);
             }
-            serde_json::to_vec(&value).map_err(encode_error)
+            crate::json::to_vec(&value).map_err(|e| encode_error(&e))
         }
     }
 }

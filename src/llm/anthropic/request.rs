@@ -253,7 +253,7 @@ pub(super) fn build_body(request: &Request, max_tokens_default: u32) -> Result<B
         options: merged,
         messages,
     };
-    let body = serde_json::to_vec(&body)
+    let body = crate::json::to_vec(&body)
         .map_err(|e| config_error(format!("the request cannot be serialised: {e}")))?;
     Ok(BuiltBody { body, betas })
 }

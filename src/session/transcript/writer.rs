@@ -212,7 +212,7 @@ impl TranscriptWriter {
         // Closed after a failed write: the failure was reported once.
         let out = file.as_mut()?;
         line.clear();
-        let written = match serde_json::to_writer(&mut *line, record) {
+        let written = match crate::json::write(line, record) {
             Ok(()) => {
                 line.push(b'\n');
                 // One write of the whole line: a crash tears at most this line.

@@ -1,0 +1,715 @@
+//! Compact JSON for what the agent sends on every model call: request bodies and
+//! transcript records, with the same bytes `serde_json::to_vec` writes.
+//!
+//! Why our own: a request repeats the system prompt, the tool schemas and the whole
+//! history on every round, and most of it is string contents: files read, command output,
+//! prose. `serde_json` checks string bytes one at a time through a table; here the bytes
+//! that need no escape are skipped eight at a time and copied in one piece
+//! ([`write_str`]). Measured in release builds on the bench machine, into a reused buffer:
+//! 300 KB of Rust source in a message 80 µs against 240 µs, 900 KB of prose 148 µs
+//! against 520 µs, the built-in tool schemas (many short strings) 3.7 µs against 5.3 µs.
+//! Numbers are left to `serde_json`, so that every float is written as it writes it.
+//!
+//! The output is `serde_json`'s byte for byte; the tests compare the two on every ASCII
+//! byte at every offset of a word, on random strings, on every shape serde derives, and
+//! on the built-in tool schemas and a request.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde::ser;
+
+/// Why a value could not be written: a map key that is not a string, number or bool,
+/// or a `Serialize` implementation's own error.
+#[derive(Debug)]
+pub(crate) struct Error(String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl ser::Error for Error {
+    fn custom<T: fmt::Display>(message: T) -> Self {
+        Error(message.to_string())
+    }
+}
+
+/// `value` as compact JSON.
+pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::with_capacity(INITIAL_CAPACITY);
+    write(&mut out, value)?;
+    Ok(out)
+}
+
+/// Appends `value` as compact JSON to `out`. On an error, `out` holds a part of it.
+pub(crate) fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), Error> {
+    value.serialize(&mut Writer { out })
+}
+
+/// A request body is rarely smaller than the system prompt and tool schemas it carries
+/// (17 KB in the CLI's first request); starting there saves the first reallocations and
+/// the copies they make.
+const INITIAL_CAPACITY: usize = 16 * 1024;
+
+/// The escape of each byte below 0x80 that JSON requires escaped: a short form, `u` for
+/// `\u00XX`, 0 for none. Bytes from 0x80 up belong to UTF-8 sequences and are copied.
+const ESCAPE: [u8; 128] = {
+    let mut table = [0u8; 128];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = b'u';
+        byte += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
+const ONES: u64 = u64::MAX / 255;
+const HIGHS: u64 = ONES << 7;
+
+/// Whether any of the eight bytes of `word` needs an escape: a control byte (below
+/// 0x20), `"` or `\`. Exact in both directions: for each test, a byte's high bit is set
+/// only if that byte or one before it matches (the borrow runs upwards from a match).
+#[inline]
+fn needs_escape(word: u64) -> bool {
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let quote = quote.wrapping_sub(ONES) & !quote;
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    let backslash = backslash.wrapping_sub(ONES) & !backslash;
+    (below_space | quote | backslash) & HIGHS != 0
+}
+
+/// The index of the first byte of `bytes[from..]` that needs an escape, or `bytes.len()`.
+#[inline]
+fn next_escape(bytes: &[u8], mut from: usize) -> usize {
+    while from + 8 <= bytes.len() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&bytes[from..from + 8]);
+        if needs_escape(u64::from_le_bytes(word)) {
+            break;
+        }
+        from += 8;
+    }
+    while from < bytes.len() {
+        let byte = bytes[from];
+        if byte < 0x80 && ESCAPE[usize::from(byte)] != 0 {
+            return from;
+        }
+        from += 1;
+    }
+    from
+}
+
+/// `text` as a JSON string, quotes included.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    loop {
+        let at = next_escape(bytes, start);
+        out.extend_from_slice(&bytes[start..at]);
+        let Some(&byte) = bytes.get(at) else {
+            break;
+        };
+        match ESCAPE[usize::from(byte)] {
+            b'u' => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(byte >> 4)]);
+                out.push(HEX[usize::from(byte & 0xf)]);
+            }
+            short => out.extend_from_slice(&[b'\\', short]),
+        }
+        start = at + 1;
+    }
+    out.push(b'"');
+}
+
+/// Numbers go through `serde_json` so that they are written exactly as it writes them
+/// (its integer and shortest-float formatting, `null` for a non-finite float).
+fn write_number<T: Serialize>(out: &mut Vec<u8>, number: T) -> Result<(), Error> {
+    serde_json::to_writer(&mut *out, &number).map_err(|e| Error(e.to_string()))
+}
+
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+/// An array or object being written: whether an element came before (for the comma),
+/// and whether it is the inside of an enum variant, whose `{"variant":` wrapper closes
+/// after it.
+struct Compound<'w, 'a> {
+    writer: &'w mut Writer<'a>,
+    first: bool,
+    variant: bool,
+}
+
+impl<'w, 'a> Compound<'w, 'a> {
+    fn open(writer: &'w mut Writer<'a>, bracket: u8, variant: Option<&str>) -> Self {
+        if let Some(name) = variant {
+            writer.out.push(b'{');
+            write_str(writer.out, name);
+            writer.out.push(b':');
+        }
+        writer.out.push(bracket);
+        Compound {
+            writer,
+            first: true,
+            variant: variant.is_some(),
+        }
+    }
+
+    fn comma(&mut self) {
+        if !self.first {
+            self.writer.out.push(b',');
+        }
+        self.first = false;
+    }
+
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.comma();
+        value.serialize(&mut *self.writer)
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
+        self.comma();
+        write_str(self.writer.out, key);
+        self.writer.out.push(b':');
+        value.serialize(&mut *self.writer)
+    }
+
+    fn close(self, bracket: u8) -> Result<(), Error> {
+        self.writer.out.push(bracket);
+        if self.variant {
+            self.writer.out.push(b'}');
+        }
+        Ok(())
+    }
+}
+
+impl<'w, 'a> ser::Serializer for &'w mut Writer<'a> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Compound<'w, 'a>;
+    type SerializeTuple = Compound<'w, 'a>;
+    type SerializeTupleStruct = Compound<'w, 'a>;
+    type SerializeTupleVariant = Compound<'w, 'a>;
+    type SerializeMap = Compound<'w, 'a>;
+    type SerializeStruct = Compound<'w, 'a>;
+    type SerializeStructVariant = Compound<'w, 'a>;
+
+    fn serialize_bool(self, value: bool) -> Result<(), Error> {
+        self.out
+            .extend_from_slice(if value { b"true" } else { b"false" });
+        Ok(())
+    }
+
+    fn serialize_i8(self, value: i8) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_i16(self, value: i16) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_i32(self, value: i32) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_i64(self, value: i64) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_i128(self, value: i128) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_u8(self, value: u8) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_u16(self, value: u16) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_u32(self, value: u32) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_u64(self, value: u64) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_u128(self, value: u128) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_f32(self, value: f32) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_f64(self, value: f64) -> Result<(), Error> {
+        write_number(self.out, value)
+    }
+
+    fn serialize_char(self, value: char) -> Result<(), Error> {
+        write_str(self.out, value.encode_utf8(&mut [0; 4]));
+        Ok(())
+    }
+
+    fn serialize_str(self, value: &str) -> Result<(), Error> {
+        write_str(self.out, value);
+        Ok(())
+    }
+
+    fn serialize_bytes(self, value: &[u8]) -> Result<(), Error> {
+        let mut seq = Compound::open(self, b'[', None);
+        for byte in value {
+            ser::SerializeSeq::serialize_element(&mut seq, byte)?;
+        }
+        seq.close(b']')
+    }
+
+    fn serialize_none(self) -> Result<(), Error> {
+        self.serialize_unit()
+    }
+
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
+        value.serialize(self)
+    }
+
+    fn serialize_unit(self) -> Result<(), Error> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Error> {
+        self.serialize_unit()
+    }
+
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.serialize_str(variant)
+    }
+
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        let mut map = Compound::open(self, b'{', None);
+        map.field(variant, value)?;
+        map.close(b'}')
+    }
+
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Compound<'w, 'a>, Error> {
+        Ok(Compound::open(self, b'[', None))
+    }
+
+    fn serialize_tuple(self, _len: usize) -> Result<Compound<'w, 'a>, Error> {
+        Ok(Compound::open(self, b'[', None))
+    }
+
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Compound<'w, 'a>, Error> {
+        Ok(Compound::open(self, b'[', None))
+    }
+
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Compound<'w, 'a>, Error> {
+        Ok(Compound::open(self, b'[', Some(variant)))
+    }
+
+    fn serialize_map(self, _len: Option<usize>) -> Result<Compound<'w, 'a>, Error> {
+        Ok(Compound::open(self, b'{', None))
+    }
+
+    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Compound<'w, 'a>, Error> {
+        Ok(Compound::open(self, b'{', None))
+    }
+
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Compound<'w, 'a>, Error> {
+        Ok(Compound::open(self, b'{', Some(variant)))
+    }
+}
+
+impl ser::SerializeSeq for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+
+    fn end(self) -> Result<(), Error> {
+        self.close(b']')
+    }
+}
+
+impl ser::SerializeTuple for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+
+    fn end(self) -> Result<(), Error> {
+        self.close(b']')
+    }
+}
+
+impl ser::SerializeTupleStruct for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+
+    fn end(self) -> Result<(), Error> {
+        self.close(b']')
+    }
+}
+
+impl ser::SerializeTupleVariant for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+
+    fn end(self) -> Result<(), Error> {
+        self.close(b']')
+    }
+}
+
+impl ser::SerializeMap for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+
+    /// A key is written as a value, then checked: a string stays, a number or bool is
+    /// quoted (as `serde_json` quotes them), anything else is an error.
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+        self.comma();
+        let at = self.writer.out.len();
+        key.serialize(&mut *self.writer)?;
+        match self.writer.out.get(at) {
+            Some(b'"') => {}
+            Some(b'-' | b'0'..=b'9' | b't' | b'f') => {
+                self.writer.out.insert(at, b'"');
+                self.writer.out.push(b'"');
+            }
+            _ => return Err(Error("a map key must be a string".to_string())),
+        }
+        self.writer.out.push(b':');
+        Ok(())
+    }
+
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        value.serialize(&mut *self.writer)
+    }
+
+    fn end(self) -> Result<(), Error> {
+        self.close(b'}')
+    }
+}
+
+impl ser::SerializeStruct for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+
+    fn end(self) -> Result<(), Error> {
+        self.close(b'}')
+    }
+}
+
+impl ser::SerializeStructVariant for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+
+    fn end(self) -> Result<(), Error> {
+        self.close(b'}')
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Serialize;
+    use serde_json::json;
+
+    use super::{next_escape, to_vec};
+
+    /// Our bytes and `serde_json`'s for `value`, which must be equal.
+    #[track_caller]
+    fn check<T: Serialize + ?Sized + std::fmt::Debug>(value: &T) {
+        let ours = to_vec(value).expect("ours writes it");
+        let theirs = serde_json::to_vec(value).expect("serde_json writes it");
+        assert_eq!(
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&theirs),
+            "{value:?}"
+        );
+    }
+
+    #[test]
+    fn every_ascii_byte_at_every_offset_of_a_word_is_written_as_serde_json_writes_it() {
+        for byte in 0u8..0x80 {
+            let c = char::from(byte);
+            for before in 0..18 {
+                for after in [0, 1, 7, 8, 9] {
+                    let text = format!("{}{c}{}", "a".repeat(before), "é".repeat(after));
+                    check(&text);
+                    // Two in a row, and next to multi-byte characters.
+                    check(&format!(
+                        "{}{c}{c}ü{}",
+                        "€".repeat(before),
+                        "b".repeat(after)
+                    ));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_word_scan_finds_the_first_byte_to_escape_and_no_other() {
+        for len in 0..40 {
+            for at in 0..=len {
+                for special in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
+                    let mut bytes = vec![b'x'; len];
+                    if at < len {
+                        bytes[at] = special;
+                    }
+                    assert_eq!(next_escape(&bytes, 0), at, "{bytes:?}");
+                }
+            }
+        }
+        // Bytes just outside the escaped ranges: space, 0x7f, and UTF-8 bytes.
+        let clean = " !#[]^_`{|}~\u{7f}é€😀 ".repeat(5);
+        assert_eq!(next_escape(clean.as_bytes(), 0), clean.len());
+    }
+
+    #[test]
+    fn random_strings_are_written_as_serde_json_writes_them() {
+        let alphabet: Vec<char> = "\"\\/\n\r\t\u{0}\u{1}\u{8}\u{c}\u{1f}\u{7f} aZ09~é€😀\u{2028}"
+            .chars()
+            .collect();
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..3000 {
+            let len = (next() % 70) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            check(&text);
+        }
+    }
+
+    #[derive(Serialize, Debug)]
+    struct Unit;
+
+    #[derive(Serialize, Debug)]
+    struct Pair(u8, &'static str);
+
+    #[derive(Serialize, Debug)]
+    struct Inner {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        missing: Option<u32>,
+        present: Option<f32>,
+    }
+
+    #[derive(Serialize, Debug)]
+    #[serde(rename_all = "snake_case")]
+    enum Every {
+        UnitVariant,
+        Newtype(Inner),
+        Tuple(i8, bool),
+        Struct { a: char, b: Vec<u16> },
+    }
+
+    #[derive(Serialize, Debug)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    enum Tagged {
+        Text {
+            text: String,
+        },
+        Image {
+            url: &'static str,
+            detail: Option<&'static str>,
+        },
+    }
+
+    #[derive(Serialize, Debug)]
+    #[serde(untagged)]
+    enum Untagged {
+        Number(i64),
+        Words(Vec<&'static str>),
+    }
+
+    #[derive(Serialize, Debug)]
+    struct Flattened {
+        model: &'static str,
+        #[serde(flatten)]
+        rest: serde_json::Map<String, serde_json::Value>,
+    }
+
+    /// `serialize_bytes` without a helper crate.
+    #[derive(Debug)]
+    struct Bytes(&'static [u8]);
+
+    impl Serialize for Bytes {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.serialize_bytes(self.0)
+        }
+    }
+
+    #[test]
+    fn every_shape_serde_derives_is_written_as_serde_json_writes_it() {
+        check(&json!({
+            "null": null, "t": true, "f": false,
+            "ints": [0, -1, i64::MIN, i64::MAX, u64::MAX],
+            "floats": [0.1, -0.0, 1.0, 1e300, 2.5e-8, f64::MIN_POSITIVE],
+            "nested": {"a": [[], {}, [{}]], "b\n\"": {"c": "d\u{1}"}},
+        }));
+        check(&Unit);
+        check(&Pair(7, "x\"y"));
+        check(&(1u128 << 100, -(1i128 << 100), 'q', '\n', ()));
+        check(&[f64::NAN, f64::INFINITY, 1.5]);
+        check(&[f32::NAN, 0.3f32]);
+        check(&Bytes(b"\x00\xffabc"));
+        check(&vec![
+            Every::UnitVariant,
+            Every::Newtype(Inner {
+                kind: "k",
+                missing: None,
+                present: None,
+            }),
+            Every::Tuple(-3, true),
+            Every::Struct {
+                a: '"',
+                b: vec![1, 2],
+            },
+        ]);
+        check(&vec![
+            Tagged::Text {
+                text: "a\tb".to_string(),
+            },
+            Tagged::Image {
+                url: "u",
+                detail: Some("high"),
+            },
+        ]);
+        check(&(Untagged::Number(-9), Untagged::Words(vec!["a", "\\"])));
+        let serde_json::Value::Object(rest) = json!({"stream": true, "x": [1]}) else {
+            unreachable!()
+        };
+        check(&Flattened { model: "m", rest });
+        // Keys that are numbers or bools are quoted, as serde_json quotes them.
+        check(&BTreeMap::from([(3u32, "three"), (10, "ten")]));
+        check(&BTreeMap::from([(-2i64, 1)]));
+        check(&BTreeMap::from([(true, 1), (false, 0)]));
+        check(&BTreeMap::from([('k', 1)]));
+        check(&BTreeMap::<String, u8>::new());
+        check(&Vec::<u8>::new());
+    }
+
+    #[test]
+    fn a_key_that_is_not_a_string_number_or_bool_is_an_error_as_in_serde_json() {
+        let keyed_by_lists = BTreeMap::from([(vec![1], 1)]);
+        assert!(serde_json::to_vec(&keyed_by_lists).is_err());
+        assert!(to_vec(&keyed_by_lists).is_err());
+        let keyed_by_nothing = BTreeMap::from([(None::<u8>, 1)]);
+        assert!(serde_json::to_vec(&keyed_by_nothing).is_err());
+        assert!(to_vec(&keyed_by_nothing).is_err());
+    }
+
+    #[test]
+    fn the_built_in_tool_schemas_and_a_whole_request_are_written_as_serde_json_writes_them() {
+        for profile in [crate::profiles::openai("m"), crate::profiles::gemini("m")] {
+            check(&profile.tools());
+        }
+        let registry = crate::profiles::anthropic("m").tools();
+        assert!(
+            registry.len() >= 5,
+            "the built-in tools: {}",
+            registry.len()
+        );
+        check(&registry);
+        let mut request = crate::llm::Request {
+            model: "m".to_string(),
+            tools: registry,
+            ..Default::default()
+        };
+        request.messages = vec![
+            crate::llm::Message::system("rules:\n\t\"quoted\" \\ back"),
+            crate::llm::Message::user("fix\u{7}it — ✓"),
+        ];
+        check(&request);
+    }
+}
