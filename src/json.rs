@@ -51,9 +51,10 @@ pub(crate) fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Resu
 }
 
 /// A request body is rarely smaller than the system prompt and tool schemas it carries
-/// (17 KB in the CLI's first request); starting there saves the first reallocations and
-/// the copies they make.
-const INITIAL_CAPACITY: usize = 16 * 1024;
+/// (17 KB in the CLI's first request). Reserving more than that saves the reallocations
+/// and their copies; only the pages written are ever touched (16 KiB made the first body
+/// grow once: 7 fresh pages instead of 5).
+const INITIAL_CAPACITY: usize = 64 * 1024;
 
 /// The escape of each byte below 0x80 that JSON requires escaped: a short form, `u` for
 /// `\u00XX`, 0 for none. Bytes from 0x80 up belong to UTF-8 sequences and are copied.
