@@ -236,7 +236,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     }
     let stdout_is_terminal = signals::is_terminal(io::stdout().as_raw_fd());
     let mut output = if options.json {
-        Output::Json
+        Output::Json(Vec::with_capacity(1024))
     } else {
         let colour = stdout_is_terminal && std::env::var_os("NO_COLOR").is_none();
         let indicator = signals::is_terminal(io::stderr().as_raw_fd());
@@ -255,7 +255,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         );
         let shown = match &mut output {
             Output::Human(human) => human.line(&banner),
-            Output::Json => writeln!(io::stderr(), "{banner}"),
+            Output::Json(_) => writeln!(io::stderr(), "{banner}"),
         };
         if let Err(err) = shown {
             return output_error(&err);
@@ -280,7 +280,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     for line in mcp::header(&session) {
         let shown = match &mut output {
             Output::Human(human) => human.line(&line),
-            Output::Json => writeln!(io::stderr(), "{line}"),
+            Output::Json(_) => writeln!(io::stderr(), "{line}"),
         };
         if shown.is_err() {
             return EXIT_ERROR;

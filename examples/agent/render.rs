@@ -19,8 +19,10 @@ use serde_json::Value;
 
 /// Where events go.
 pub enum Output {
-    /// One JSON object per line on stdout.
-    Json,
+    /// One JSON object per line on stdout, each written whole from this buffer (one
+    /// `write` per event, not one per fragment of the serializer through stdout's line
+    /// buffer).
+    Json(Vec<u8>),
     /// The human view.
     Human(Box<Human>),
 }
@@ -29,10 +31,12 @@ impl Output {
     /// Shows one event. An error means stdout is gone (a closed pipe).
     pub fn event(&mut self, event: &SessionEvent) -> io::Result<()> {
         match self {
-            Output::Json => {
+            Output::Json(line) => {
+                line.clear();
+                serde_json::to_writer(&mut *line, event)?;
+                line.push(b'\n');
                 let mut out = io::stdout().lock();
-                serde_json::to_writer(&mut out, event)?;
-                out.write_all(b"\n")?;
+                out.write_all(line)?;
                 out.flush()
             }
             Output::Human(human) => human.event(event),
