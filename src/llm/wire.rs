@@ -116,20 +116,20 @@ pub(crate) fn serialize_with_options<T: Serialize>(
     body: &T,
     options: Option<&serde_json::Map<String, Value>>,
 ) -> Result<Vec<u8>> {
-    let encode_error = |e: &dyn std::fmt::Display| {
+    fn encode_error(e: impl std::fmt::Display) -> Error {
         Error::new(
             ErrorKind::InvalidRequest,
             format!("cannot encode the request: {e}"),
         )
-    };
+    }
     match options {
-        None => crate::json::to_vec(body).map_err(|e| encode_error(&e)),
+        None => crate::json::to_vec(body).map_err(encode_error),
         Some(options) => {
-            let mut value = serde_json::to_value(body).map_err(|e| encode_error(&e))?;
+            let mut value = serde_json::to_value(body).map_err(encode_error)?;
             for (key, option) in options {
                 merge_json(&mut value, key, option);
             }
-            crate::json::to_vec(&value).map_err(|e| encode_error(&e))
+            crate::json::to_vec(&value).map_err(encode_error)
         }
     }
 }

@@ -122,6 +122,27 @@ pub(crate) fn run_agent(args: &[&str], vars: &[(&str, &str)], stdin: &str) -> Ra
     run_command(agent(args, vars, home.path()), stdin)
 }
 
+/// Runs `wait` (a child's `wait` or `wait_with_output`) on a named thread and returns
+/// what it gave; panics with `what` if it takes longer than [`GENEROUS`].
+pub fn exit_within<T: Send + 'static>(
+    what: &str,
+    wait: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> T {
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    let waiter = std::thread::Builder::new()
+        .name("agent-cli-wait".to_string())
+        .spawn(move || {
+            let _ = done_tx.send(wait());
+        })
+        .unwrap();
+    let exited = done_rx
+        .recv_timeout(GENEROUS)
+        .unwrap_or_else(|_| panic!("{what}: no exit within {GENEROUS:?}"))
+        .unwrap();
+    waiter.join().unwrap();
+    exited
+}
+
 /// Runs `command` to its end with piped output and `stdin` as input; panics if it takes
 /// longer than [`GENEROUS`] (after killing it).
 pub fn run_command(mut command: Command, stdin: &str) -> Ran {
@@ -512,19 +533,8 @@ fn ctrl_c_during_a_command_kills_it_shuts_down_and_exits_130() {
     let pressed = Instant::now();
     // SAFETY: sending SIGINT to our own, still running child.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let (status_tx, status_rx) = crossbeam_channel::bounded(1);
-    let waiter = std::thread::Builder::new()
-        .name("agent-cli-wait".to_string())
-        .spawn(move || {
-            let _ = status_tx.send(child.wait());
-        })
-        .unwrap();
-    let status = status_rx
-        .recv_timeout(GENEROUS)
-        .expect("the agent exits after Ctrl-C")
-        .unwrap();
+    let status = exit_within("the agent after Ctrl-C", move || child.wait());
     let took = pressed.elapsed();
-    waiter.join().unwrap();
     reader.join().unwrap();
     lines.extend(line_rx.try_iter());
     assert_eq!(status.code(), Some(130), "{lines:#?}");

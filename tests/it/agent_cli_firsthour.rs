@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agent_cli::{Wire, agent, kinds, run_agent, run_command};
+use crate::agent_cli::{Wire, agent, exit_within, kinds, run_agent, run_command};
 use crate::support::providers::OPENAI_KEY;
 use crate::support::{FAKE_KEY, GENEROUS, Reply, Server};
 
@@ -228,18 +228,7 @@ fn ends_like_an_abort_on(signal: i32, expected_status: i32) {
         .unwrap();
     // SAFETY: sending a signal to our own, still running child.
     assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
-    let (status_tx, status_rx) = crossbeam_channel::bounded(1);
-    let waiter = std::thread::Builder::new()
-        .name("agent-cli-wait".to_string())
-        .spawn(move || {
-            let _ = status_tx.send(child.wait());
-        })
-        .unwrap();
-    let status = status_rx
-        .recv_timeout(GENEROUS)
-        .expect("the agent exits after the signal")
-        .unwrap();
-    waiter.join().unwrap();
+    let status = exit_within("the agent after the signal", move || child.wait());
     reader.join().unwrap();
     lines.extend(line_rx.try_iter());
     assert_eq!(status.code(), Some(expected_status), "{lines:#?}");
@@ -510,18 +499,9 @@ fn a_signal_in_the_first_milliseconds_still_ends_the_cli_cleanly() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         // SAFETY: signalling our own child, not yet reaped.
         assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let waiter = std::thread::Builder::new()
-            .name("agent-cli-wait".to_string())
-            .spawn(move || {
-                let _ = tx.send(child.wait_with_output());
-            })
-            .unwrap();
-        let output = rx
-            .recv_timeout(GENEROUS)
-            .unwrap_or_else(|_| panic!("signal {signal} after {delay_ms} ms: no exit"))
-            .unwrap();
-        waiter.join().unwrap();
+        let output = exit_within(&format!("signal {signal} after {delay_ms} ms"), move || {
+            child.wait_with_output()
+        });
         let stdout = String::from_utf8_lossy(&output.stdout);
         use std::os::unix::process::ExitStatusExt;
         match output.status.code() {
@@ -581,18 +561,7 @@ fn the_signal_watcher_starts_while_the_model_has_not_answered_and_acts_on_sigter
     );
     // SAFETY: signalling our own child, not yet reaped.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    let waiter = std::thread::Builder::new()
-        .name("agent-cli-wait".to_string())
-        .spawn(move || {
-            let _ = tx.send(child.wait_with_output());
-        })
-        .unwrap();
-    let output = rx
-        .recv_timeout(GENEROUS)
-        .expect("no exit after SIGTERM")
-        .unwrap();
-    waiter.join().unwrap();
+    let output = exit_within("the agent after SIGTERM", move || child.wait_with_output());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(143), "{stdout}");
     assert!(

@@ -168,12 +168,22 @@ fn part_tokens(part: &ContentPart) -> usize {
     }
 }
 
-/// The length of `value` as compact JSON.
+/// The length of `value` as compact JSON, counted without building the text.
 fn json_len(value: &serde_json::Value) -> usize {
-    let mut text = Vec::new();
-    // Writing a `Value` cannot fail: its keys are strings.
-    let _ = crate::json::write(&mut text, value);
-    text.len()
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The estimate of the messages one turn becomes (see [`estimate_request_tokens`]).
