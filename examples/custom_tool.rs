@@ -27,7 +27,8 @@ fn word_count() -> RegisteredTool {
             "properties": {"text": {"type": "string", "description": "The text to count."}},
             "required": ["text"],
             "additionalProperties": false
-        }),
+        })
+        .into(),
         freeform: None,
     };
     // Arguments arrive validated against the schema; an `Err` is a message for the model.

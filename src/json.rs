@@ -47,7 +47,25 @@ pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error>
 
 /// Appends `value` as compact JSON to `out`. On an error, `out` holds a part of it.
 pub(crate) fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), Error> {
-    value.serialize(&mut Writer { out })
+    value.serialize(&mut Writer { out, raw: false })
+}
+
+/// JSON text that the crate's writer (`crate::json`) copies as it is, through the protocol
+/// of `serde_json`'s `RawValue` (so `serde_json`'s own writer copies it too). Only for text
+/// known to be valid JSON.
+#[derive(Clone, Copy)]
+pub(crate) struct RawJson<'a>(pub(crate) &'a str);
+
+/// The struct name of `serde_json`'s `RawValue` protocol.
+pub(crate) const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+
+impl Serialize for RawJson<'_> {
+    fn serialize<S: ser::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use ser::SerializeStruct;
+        let mut raw = serializer.serialize_struct(RAW_TOKEN, 1)?;
+        raw.serialize_field(RAW_TOKEN, self.0)?;
+        raw.end()
+    }
 }
 
 /// A request body is rarely smaller than the system prompt and tool schemas it carries
@@ -147,15 +165,18 @@ fn write_number<T: Serialize>(out: &mut Vec<u8>, number: T) -> Result<(), Error>
 
 struct Writer<'a> {
     out: &'a mut Vec<u8>,
+    /// The next string is JSON text to copy as it is (`serde_json`'s `RawValue` protocol).
+    raw: bool,
 }
 
 /// An array or object being written: whether an element came before (for the comma),
 /// and whether it is the inside of an enum variant, whose `{"variant":` wrapper closes
-/// after it.
+/// after it. A raw value ([`RAW_TOKEN`]) is a struct whose one field is the text.
 struct Compound<'w, 'a> {
     writer: &'w mut Writer<'a>,
     first: bool,
     variant: bool,
+    raw: bool,
 }
 
 impl<'w, 'a> Compound<'w, 'a> {
@@ -170,6 +191,17 @@ impl<'w, 'a> Compound<'w, 'a> {
             writer,
             first: true,
             variant: variant.is_some(),
+            raw: false,
+        }
+    }
+
+    /// The inside of a raw value: its field's string is copied as it is, nothing around it.
+    fn raw(writer: &'w mut Writer<'a>) -> Self {
+        Compound {
+            writer,
+            first: true,
+            variant: false,
+            raw: true,
         }
     }
 
@@ -186,6 +218,12 @@ impl<'w, 'a> Compound<'w, 'a> {
     }
 
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
+        if self.raw {
+            self.writer.raw = true;
+            let written = value.serialize(&mut *self.writer);
+            self.writer.raw = false;
+            return written;
+        }
         self.comma();
         write_str(self.writer.out, key);
         self.writer.out.push(b':');
@@ -193,6 +231,9 @@ impl<'w, 'a> Compound<'w, 'a> {
     }
 
     fn close(self, bracket: u8) -> Result<(), Error> {
+        if self.raw {
+            return Ok(());
+        }
         self.writer.out.push(bracket);
         if self.variant {
             self.writer.out.push(b'}');
@@ -272,7 +313,11 @@ impl<'w, 'a> ser::Serializer for &'w mut Writer<'a> {
     }
 
     fn serialize_str(self, value: &str) -> Result<(), Error> {
-        write_str(self.out, value);
+        if std::mem::take(&mut self.raw) {
+            self.out.extend_from_slice(value.as_bytes());
+        } else {
+            write_str(self.out, value);
+        }
         Ok(())
     }
 
@@ -360,7 +405,10 @@ impl<'w, 'a> ser::Serializer for &'w mut Writer<'a> {
         Ok(Compound::open(self, b'{', None))
     }
 
-    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Compound<'w, 'a>, Error> {
+    fn serialize_struct(self, name: &'static str, _len: usize) -> Result<Compound<'w, 'a>, Error> {
+        if name == RAW_TOKEN {
+            return Ok(Compound::raw(self));
+        }
         Ok(Compound::open(self, b'{', None))
     }
 

@@ -73,7 +73,7 @@ fn accounting_per_round() -> Duration {
     let tools = vec![ToolDefinition {
         name: "shell".into(),
         description: "run a command".into(),
-        parameters: json!({"type": "object"}),
+        parameters: json!({"type": "object"}).into(),
         freeform: None,
     }];
     let usage = Usage {

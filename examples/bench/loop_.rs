@@ -93,7 +93,7 @@ fn unmarked_noop_tool() -> RegisteredTool {
         ToolDefinition {
             name: "noop".into(),
             description: "does nothing".into(),
-            parameters: json!({"type": "object"}),
+            parameters: json!({"type": "object"}).into(),
             freeform: None,
         },
         |_input, _ctx| Ok(ToolOutput::text("ok")),

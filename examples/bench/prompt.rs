@@ -81,7 +81,7 @@ fn tools() -> Vec<ToolDefinition> {
         .map(|i| ToolDefinition {
             name: format!("tool_{i}"),
             description: format!("Does thing {i}.\nWith a second line.\n\nAnd details."),
-            parameters: serde_json::json!({"type": "object"}),
+            parameters: serde_json::json!({"type": "object"}).into(),
             freeform: None,
         })
         .collect()

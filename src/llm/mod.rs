@@ -33,6 +33,8 @@ pub mod pricing;
 pub mod scripted;
 
 pub use client::{Client, EventStream, Provider, RetryObserver, RetryPolicy};
+pub(crate) mod tool_schema;
+pub use tool_schema::ToolSchema;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -349,8 +351,9 @@ pub struct ToolDefinition {
     pub name: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// JSON Schema of the arguments; the root is an `object`.
-    pub parameters: Value,
+    /// JSON Schema of the arguments; the root is an `object`. Make it from a value with
+    /// `json!({...}).into()`.
+    pub parameters: ToolSchema,
     /// For freeform tools: the grammar that constrains the raw-text input. Wire formats
     /// with custom tools (OpenAI Responses) offer the tool as `custom`; the others offer it
     /// as a function with `parameters`.

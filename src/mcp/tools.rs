@@ -65,7 +65,7 @@ pub(crate) fn register(
         let definition = ToolDefinition {
             name: name.clone(),
             description,
-            parameters: sanitise_schema(&tool.input_schema),
+            parameters: sanitise_schema(&tool.input_schema).into(),
             freeform: None,
         };
         let (server, raw, raw_schema) = (

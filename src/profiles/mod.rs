@@ -68,7 +68,7 @@
 //!     ToolDefinition {
 //!         name: "run_tests".into(),
 //!         description: "Run the project's test suite".into(),
-//!         parameters: json!({"type": "object", "properties": {"filter": {"type": "string"}}}),
+//!         parameters: json!({"type": "object", "properties": {"filter": {"type": "string"}}}).into(),
 //!         freeform: None,
 //!     },
 //!     |_input, _ctx| Ok(ToolOutput::text("all tests pass")),

@@ -181,7 +181,7 @@ mod tests {
         ToolDefinition {
             name: name.into(),
             description: description.into(),
-            parameters: json!({"type": "object"}),
+            parameters: json!({"type": "object"}).into(),
             freeform: None,
         }
     }

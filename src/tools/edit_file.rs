@@ -23,7 +23,7 @@
 //! An empty `old_string` creates a new file with `new_string` as its content when the file
 //! does not exist (or is empty), as in Claude Code; on a file with content it is an error.
 
-use serde_json::json;
+use crate::llm::tool_schema::tool_schema;
 
 use super::text::{self, BOM, Fuzz};
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
@@ -45,7 +45,7 @@ pub fn definition() -> ToolDefinition {
     ToolDefinition {
         name: NAME.to_string(),
         description: DESCRIPTION.to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "file_path": {
@@ -428,7 +428,7 @@ with enough surrounding lines (about three before and after) to match exactly on
 every occurrence instead. An empty `old_string` creates a new file containing `new_string`. \
 Read the file before editing it."
         .to_string();
-    definition.parameters = json!({
+    definition.parameters = tool_schema!({
         "type": "object",
         "properties": {
             "file_path": {

@@ -4,9 +4,8 @@
 //! Output: one path per line, relative to the working directory, newest first; `No files
 //! found` when nothing matches.
 
+use crate::llm::tool_schema::tool_schema;
 use std::io;
-
-use serde_json::json;
 
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
 
@@ -24,7 +23,7 @@ pub fn definition() -> ToolDefinition {
     ToolDefinition {
         name: NAME.to_string(),
         description: DESCRIPTION.to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "pattern": {

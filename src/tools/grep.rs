@@ -5,10 +5,11 @@
 //! `No matches found` when there are none; a last line saying the search stopped when it hit
 //! `max_results`. Matched lines longer than 500 characters are cut.
 
+use crate::llm::tool_schema::tool_schema;
 use std::io;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
 use crate::exec::{GrepOptions, GrepOutput};
@@ -28,12 +29,10 @@ pub const DEFAULT_MAX_RESULTS: u64 = 100;
 
 const MAX_LINE_CHARS: usize = 500;
 
-/// The tool's definition.
-pub fn definition() -> ToolDefinition {
-    ToolDefinition {
-        name: NAME.to_string(),
-        description: DESCRIPTION.to_string(),
-        parameters: json!({
+/// The shared schema, with more properties after `max_results` for a profile's variant.
+macro_rules! grep_schema {
+    ($($more:tt)*) => {
+        tool_schema!({
             "type": "object",
             "properties": {
                 "pattern": {
@@ -57,10 +56,20 @@ pub fn definition() -> ToolDefinition {
                     "minimum": 1,
                     "description": "Maximum number of matching lines (default 100)."
                 }
+                $($more)*
             },
             "required": ["pattern"],
             "additionalProperties": false
-        }),
+        })
+    };
+}
+
+/// The tool's definition.
+pub fn definition() -> ToolDefinition {
+    ToolDefinition {
+        name: NAME.to_string(),
+        description: DESCRIPTION.to_string(),
+        parameters: grep_schema!(),
         freeform: None,
     }
 }
@@ -150,17 +159,14 @@ pub(crate) fn claude_code_tool() -> RegisteredTool {
          `files_with_matches` (only the paths of matching files) or `count` (the number of \
          matching lines per file).",
     );
-    if let Some(properties) = definition.parameters["properties"].as_object_mut() {
-        properties.insert(
-            "output_mode".to_string(),
-            json!({
-                "type": "string",
-                "enum": ["content", "files_with_matches", "count"],
-                "description": "What to return (default content). With files_with_matches \
-                                and count, max_results limits the files listed."
-            }),
-        );
-    }
+    definition.parameters = grep_schema!(,
+        "output_mode": {
+            "type": "string",
+            "enum": ["content", "files_with_matches", "count"],
+            "description": "What to return (default content). With files_with_matches and \
+                            count, max_results limits the files listed."
+        }
+    );
     let content = shared.executor;
     RegisteredTool::new(definition, move |input, ctx| {
         let mode = match &input {
@@ -259,7 +265,10 @@ mod tests {
     fn grep_offers_the_three_output_modes() {
         let tool = claude_code_tool();
         let modes = &tool.definition.parameters["properties"]["output_mode"]["enum"];
-        assert_eq!(modes, &json!(["content", "files_with_matches", "count"]));
+        assert_eq!(
+            modes,
+            &serde_json::json!(["content", "files_with_matches", "count"])
+        );
         assert_eq!(tool.definition.name, "grep");
     }
 }

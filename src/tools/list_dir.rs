@@ -5,9 +5,8 @@
 //! spaces per level, directories with a trailing `/`, files with their size (`lib.rs (1.2
 //! KB)`). At most 1,000 entries are listed, with a note when there are more.
 
+use crate::llm::tool_schema::tool_schema;
 use std::io;
-
-use serde_json::json;
 
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
 
@@ -28,7 +27,7 @@ pub fn definition() -> ToolDefinition {
     ToolDefinition {
         name: NAME.to_string(),
         description: DESCRIPTION.to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "path": {

@@ -310,7 +310,7 @@ impl ToolRegistry {
     /// Looks up and validates `call`. An `Err` is the error text for the model
     /// (unknown tool, invalid JSON, schema violation).
     pub fn prepare(&self, call: &ToolCall) -> Result<PreparedCall, String> {
-        let Some(tool) = self.get(&call.name) else {
+        let Some((_, tool)) = self.tools.get(&call.name) else {
             let mut names = self.names();
             names.sort();
             return Err(format!(
@@ -328,7 +328,7 @@ impl ToolRegistry {
             )?),
         };
         Ok(PreparedCall {
-            tool: tool.clone(),
+            tool: Arc::clone(tool),
             input,
         })
     }
@@ -337,7 +337,7 @@ impl ToolRegistry {
 /// A call that passed lookup and validation, ready to run.
 #[derive(Debug, Clone)]
 pub struct PreparedCall {
-    tool: RegisteredTool,
+    tool: Arc<RegisteredTool>,
     input: ToolInput,
 }
 
@@ -371,7 +371,7 @@ impl PreparedCall {
     /// Runs the executor. A panic in the executor becomes an error outcome.
     pub fn run(self, ctx: &ToolContext<'_>) -> ToolOutcome {
         let name = self.tool.definition.name.clone();
-        let executor = self.tool.executor;
+        let executor = &self.tool.executor;
         let input = self.input;
         let result =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| executor(input, ctx)));

@@ -10,10 +10,9 @@
 //! Images (PNG, JPEG, GIF, WebP, recognised by their first bytes, not by the extension) up to
 //! 5 MB come back as an image with a one-line description.
 
+use crate::llm::tool_schema::tool_schema;
 use std::io;
 use std::path::Path;
-
-use serde_json::json;
 
 use super::text::{self, BOM};
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
@@ -44,7 +43,7 @@ pub fn definition() -> ToolDefinition {
     ToolDefinition {
         name: NAME.to_string(),
         description: DESCRIPTION.to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "file_path": {

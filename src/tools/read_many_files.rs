@@ -7,9 +7,8 @@
 //! fail the call. The output stays within 100,000 characters: a file that does not fit is
 //! cut, and the files after it are listed as not read.
 
+use crate::llm::tool_schema::tool_schema;
 use std::io;
-
-use serde_json::json;
 
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
 
@@ -34,7 +33,7 @@ pub fn definition() -> ToolDefinition {
     ToolDefinition {
         name: NAME.to_string(),
         description: DESCRIPTION.to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "paths": {

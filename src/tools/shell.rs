@@ -24,9 +24,8 @@
 //! with their exit code (`grep` finding nothing, `test`, `diff`), the code is in the text, and
 //! the model reads it. A timeout, an interruption, or a failure to start is an error result.
 
+use crate::llm::tool_schema::tool_schema;
 use std::time::Duration;
-
-use serde_json::json;
 
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
 use crate::exec::{CommandRequest, ExecResult};
@@ -48,7 +47,7 @@ pub fn definition() -> ToolDefinition {
     ToolDefinition {
         name: NAME.to_string(),
         description: DESCRIPTION.to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "command": {

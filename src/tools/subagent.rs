@@ -6,10 +6,11 @@
 //! `SessionConfig::max_subagent_depth`. Outside a session the tools answer that subagents
 //! are not available. This module never starts a session or a thread.
 
+use crate::llm::tool_schema::tool_schema;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::llm::ToolDefinition;
 use crate::tools::{RegisteredTool, ToolContext, ToolOutput, ToolRegistry, args};
@@ -134,7 +135,7 @@ and runs at the same time as you. It does not see this conversation, so describe
 completely. Returns the agent id at once; collect the result with wait, send more \
 instructions with send_input, stop it with close_agent."
             .to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "task": {
@@ -169,7 +170,7 @@ fn send_input_definition() -> ToolDefinition {
 Send a message to a subagent. While it works, the message reaches it at its next step; once \
 it has finished, the message starts a new piece of work (collect it with wait)."
             .to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "agent_id": {"type": "string", "description": "The id spawn_agent returned."},
@@ -190,7 +191,7 @@ Wait for a subagent to finish its work and return its result as JSON: output (it
 answer), success and turns_used. With timeout_ms, returns status running if it has not \
 finished by then."
             .to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "agent_id": {"type": "string", "description": "The id spawn_agent returned."},
@@ -211,7 +212,7 @@ fn close_definition() -> ToolDefinition {
     ToolDefinition {
         name: CLOSE_AGENT.to_string(),
         description: "Stop a subagent and discard it. Returns its final status.".to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "agent_id": {"type": "string", "description": "The id spawn_agent returned."}

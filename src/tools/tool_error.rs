@@ -22,7 +22,7 @@ use std::fmt;
 ///         "type": "object",
 ///         "properties": {"path": {"type": "string"}},
 ///         "required": ["path"]
-///     }),
+///     }).into(),
 ///     freeform: None,
 /// };
 /// let tool = RegisteredTool::fallible(definition, |input, _ctx| {

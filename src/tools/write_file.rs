@@ -1,9 +1,8 @@
 //! The `write_file` tool: writes a whole file atomically through the execution environment.
 //! It never writes part of a file and never writes over a directory.
 
+use crate::llm::tool_schema::tool_schema;
 use std::io;
-
-use serde_json::json;
 
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
 
@@ -21,7 +20,7 @@ pub fn definition() -> ToolDefinition {
     ToolDefinition {
         name: NAME.to_string(),
         description: DESCRIPTION.to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "file_path": {

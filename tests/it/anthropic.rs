@@ -44,7 +44,8 @@ fn tools() -> Vec<ToolDefinition> {
         .map(|name| ToolDefinition {
             name: name.to_string(),
             description: format!("the {name} tool"),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}})
+                .into(),
             freeform: None,
         })
         .collect()

@@ -321,7 +321,8 @@ fn line_count_tool() -> RegisteredTool {
             "type": "object",
             "properties": {"path": {"type": "string"}},
             "required": ["path"]
-        }),
+        })
+        .into(),
         freeform: None,
     };
     RegisteredTool::fallible(definition, |input, ctx| {

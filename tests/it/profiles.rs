@@ -79,11 +79,69 @@ fn check_expect(path: &Path, actual: &str) {
     }
 }
 
+/// Compact JSON laid out as `serde_json::to_string_pretty` lays it out, keeping the order
+/// of its keys (a `Value` would sort them).
+fn indent(compact: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0;
+    let (mut in_string, mut escaped) = (false, false);
+    let mut chars = compact.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            in_string = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' if matches!(chars.peek(), Some('}' | ']')) => {
+                out.push(c);
+                out.push(chars.next().unwrap());
+            }
+            '{' | '[' => {
+                out.push(c);
+                depth += 1;
+                newline(&mut out, depth);
+            }
+            '}' | ']' => {
+                depth -= 1;
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn the_layout_of_the_checked_in_tool_files_is_serde_jsons_pretty_one() {
+    let value = json!({"a": [1, {"b": "x:\\\"{}[],"}, [], {}], "c": {"d": null}});
+    assert_eq!(
+        indent(&value.to_string()),
+        serde_json::to_string_pretty(&value).unwrap()
+    );
+}
+
 #[test]
 fn each_profiles_tool_definitions_match_the_checked_in_file() {
     for kit in KITS {
         let tools = kit.profile().tools();
-        let mut text = serde_json::to_string_pretty(&tools).unwrap();
+        // Compact, schemas as the model gets them (in their own key order), then indented.
+        let mut text = indent(&serde_json::to_string(&tools).unwrap());
         text.push('\n');
         check_expect(
             &data_dir().join(format!("{}.tools.json", kit_name(kit))),
@@ -295,7 +353,8 @@ fn a_host_tool_registered_on_a_profile_replaces_the_profiles_tool_of_that_name()
                 name: "shell".into(),
                 description: "The host's sandboxed shell.".into(),
                 parameters: json!({"type": "object", "properties": {"command": {"type": "string"}},
-                                   "required": ["command"]}),
+                                   "required": ["command"]})
+                .into(),
                 freeform: None,
             },
             |input, _ctx| match input {
@@ -310,7 +369,8 @@ fn a_host_tool_registered_on_a_profile_replaces_the_profiles_tool_of_that_name()
             ToolDefinition {
                 name: "run_tests".into(),
                 description: "Run the project's test suite".into(),
-                parameters: json!({"type": "object", "properties": {"filter": {"type": "string"}}}),
+                parameters: json!({"type": "object", "properties": {"filter": {"type": "string"}}})
+                    .into(),
                 freeform: None,
             },
             |_input, _ctx| Ok(ToolOutput::text("12 passed")),

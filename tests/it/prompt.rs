@@ -237,7 +237,7 @@ fn tools() -> Vec<ToolDefinition> {
     .map(|(name, description)| ToolDefinition {
         name: name.into(),
         description: description.into(),
-        parameters: json!({"type": "object", "properties": {}}),
+        parameters: json!({"type": "object", "properties": {}}).into(),
         freeform: None,
     })
     .collect()

@@ -97,7 +97,8 @@ fn conversation(model: &str) -> Request {
                 "properties": {"path": {"type": "string", "description": "Path to read"}},
                 "required": ["path"],
                 "additionalProperties": false
-            }),
+            })
+            .into(),
             freeform: None,
         },
         ToolDefinition {
@@ -107,7 +108,8 @@ fn conversation(model: &str) -> Request {
                 "type": "object",
                 "properties": {"input": {"type": "string", "description": "The whole patch"}},
                 "required": ["input"]
-            }),
+            })
+            .into(),
             freeform: Some(FreeformFormat {
                 syntax: "lark".into(),
                 definition: "start: begin_patch hunk+ end_patch".into(),

@@ -637,9 +637,10 @@ fn a_loopback_recording_replays_in_strict_mode_with_the_same_tool_calls_and_file
     }
 }
 
-/// The request as JSON with the shell's `duration: N ms` lines removed.
+/// The request as JSON with the shell's `duration: N ms` lines removed, its keys sorted
+/// (a tool schema read back from the transcript is a value again, whose keys are sorted).
 fn without_durations(request: &agentloop::llm::Request) -> String {
-    let text = serde_json::to_string(request).unwrap();
+    let text = serde_json::to_value(request).unwrap().to_string();
     regex::Regex::new(r"\\nduration: \d+ ms")
         .unwrap()
         .replace_all(&text, "")

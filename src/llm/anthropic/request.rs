@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{CACHE_BETA, ID, config_error};
 use crate::error::Result;
+use crate::json::RawJson;
 use crate::llm::wire::parse_data_url;
 use crate::llm::{
     ContentPart, ImageData, Message, Request, Role, ToolCall, ToolChoice, ToolResult,
@@ -42,7 +43,7 @@ struct Body<'a> {
 struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
-    input_schema: &'a Value,
+    input_schema: RawJson<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_control: Option<CacheControl>,
 }
@@ -197,7 +198,7 @@ pub(super) fn build_body(request: &Request, max_tokens_default: u32) -> Result<B
             .map(|t| WireTool {
                 name: &t.name,
                 description: &t.description,
-                input_schema: &t.parameters,
+                input_schema: t.parameters.raw(),
                 cache_control: None,
             })
             .collect()
@@ -544,7 +545,7 @@ mod tests {
         request.tools = vec![ToolDefinition {
             name: "f".into(),
             description: "d".into(),
-            parameters: serde_json::json!({"type": "object"}),
+            parameters: serde_json::json!({"type": "object"}).into(),
             freeform: None,
         }];
         request.tool_choice = Some(ToolChoice::None);

@@ -389,7 +389,7 @@ fn tools_tool_choice_and_options() {
     request.tools = vec![ToolDefinition {
         name: "noargs".into(),
         description: "d".into(),
-        parameters: json!({"type": "object", "properties": {}}),
+        parameters: json!({"type": "object", "properties": {}}).into(),
         freeform: None,
     }];
     request.tool_choice = Some(ToolChoice::Named("noargs".into()));

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::Result;
+use crate::json::RawJson;
 use crate::llm::wire::{image_url, serialize_with_options, system_text};
 use crate::llm::{
     ContentPart, ImageData, Message, Request, Role, ToolChoice, ToolKind, ToolResult,
@@ -114,7 +115,7 @@ enum Tool<'a> {
     Function {
         name: &'a str,
         description: &'a str,
-        parameters: &'a Value,
+        parameters: RawJson<'a>,
         strict: bool,
     },
     Custom {
@@ -158,7 +159,7 @@ pub(super) fn request_body(request: &Request, provider_id: &str) -> Result<Vec<u
             None => Tool::Function {
                 name: &tool.name,
                 description: &tool.description,
-                parameters: &tool.parameters,
+                parameters: tool.parameters.raw(),
                 strict: false,
             },
         })

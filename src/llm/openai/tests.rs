@@ -251,7 +251,7 @@ fn custom_tools_and_calls_use_the_custom_item_types() {
     request.tools = vec![ToolDefinition {
         name: "apply_patch".into(),
         description: "patch files".into(),
-        parameters: json!({"type": "object"}),
+        parameters: json!({"type": "object"}).into(),
         freeform: Some(FreeformFormat {
             syntax: "lark".into(),
             definition: "start: x".into(),

@@ -45,6 +45,7 @@ use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
+use crate::json::RawJson;
 use crate::llm::http::{self, EventIter, HttpRequest};
 use crate::llm::openai::openai_error;
 use crate::llm::status;
@@ -330,7 +331,7 @@ struct ChatTool<'a> {
 struct ChatFunction<'a> {
     name: &'a str,
     description: &'a str,
-    parameters: &'a Value,
+    parameters: RawJson<'a>,
 }
 
 fn request_body(request: &Request, provider_id: &str, openai_host: bool) -> Result<Vec<u8>> {
@@ -368,7 +369,7 @@ fn request_body(request: &Request, provider_id: &str, openai_host: bool) -> Resu
             function: ChatFunction {
                 name: &tool.name,
                 description: &tool.description,
-                parameters: &tool.parameters,
+                parameters: tool.parameters.raw(),
             },
         })
         .collect();

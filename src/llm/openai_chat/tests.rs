@@ -276,7 +276,7 @@ fn tools_and_named_tool_choice() {
     request.tools = vec![ToolDefinition {
         name: "f".into(),
         description: "does f".into(),
-        parameters: json!({"type": "object", "properties": {}}),
+        parameters: json!({"type": "object", "properties": {}}).into(),
         freeform: None,
     }];
     request.tool_choice = Some(ToolChoice::Named("f".into()));

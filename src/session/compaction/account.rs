@@ -67,7 +67,7 @@ impl TokenAccount {
     pub fn set_fixed(&mut self, system_prompt: &str, tools: &[ToolDefinition]) {
         let tools: usize = tools
             .iter()
-            .map(|t| t.name.len() + t.description.len() + json_len(&t.parameters))
+            .map(|t| t.name.len() + t.description.len() + t.parameters.as_json().len())
             .sum();
         self.fixed = MESSAGE_OVERHEAD + (system_prompt.len() + tools) / BYTES_PER_TOKEN;
     }
@@ -131,7 +131,7 @@ pub fn estimate_request_tokens(request: &Request) -> usize {
     let tools: usize = request
         .tools
         .iter()
-        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+        .map(|t| t.name.len() + t.description.len() + t.parameters.as_json().len())
         .sum();
     tools / BYTES_PER_TOKEN
         + request

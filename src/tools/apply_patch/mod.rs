@@ -10,11 +10,10 @@
 //!
 //! [`ExecutionEnvironment`]: crate::exec::ExecutionEnvironment
 
+use crate::llm::tool_schema::tool_schema;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-
-use serde_json::json;
 
 use super::{
     FreeformFormat, RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args,
@@ -97,7 +96,7 @@ pub fn definition() -> ToolDefinition {
     ToolDefinition {
         name: NAME.to_string(),
         description: DESCRIPTION.to_string(),
-        parameters: json!({
+        parameters: tool_schema!({
             "type": "object",
             "properties": {
                 "patch": {

@@ -162,7 +162,7 @@ pub fn tool(
         ToolDefinition {
             name: name.to_string(),
             description: format!("the {name} test tool"),
-            parameters: json!({"type": "object"}),
+            parameters: json!({"type": "object"}).into(),
             freeform: None,
         },
         run,
