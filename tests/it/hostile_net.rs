@@ -17,6 +17,7 @@ use agentloop::llm::openai_chat::OpenAiChat;
 use agentloop::llm::{Client, HttpOptions, Message, Request};
 
 use crate::agent_cli::example_binary;
+use crate::support::turns::chat_turn;
 use crate::support::{self, GENEROUS, Reply, Server};
 
 /// A loopback server that hands every connection (after reading its request) to
@@ -272,6 +273,43 @@ fn a_200_that_is_not_an_event_stream_names_its_content_type() {
     );
     assert!(!err.is_retryable(), "{err:?}");
     assert_eq!(server.requests().len(), 1, "an HTML page is not retried");
+}
+
+/// A `200` event stream whose response header carries `padding` bytes of extra headers
+/// before a text answer.
+fn padded_header_reply(padding: usize) -> Reply {
+    let mut reply = chat_turn("fine", &[]);
+    let value = "x".repeat(1000);
+    for i in 0..padding / 1000 {
+        reply = reply.header(&format!("x-padding-{i}"), &value);
+    }
+    reply
+}
+
+#[test]
+fn a_response_header_over_16_kib_is_a_typed_error_and_one_under_it_streams() {
+    // Providers send 1–3 KB of headers; up to 16 KiB is read (the response header limit
+    // and ureq's input buffer, zeroed per connection).
+    let server = Server::start(vec![padded_header_reply(12_000)]);
+    let client = chat_client(&server.url(), support::http_options());
+    let events: Vec<_> = client
+        .stream(&request())
+        .expect("12 KB of headers")
+        .collect();
+    assert!(events.iter().all(Result::is_ok), "{events:?}");
+
+    let server = Server::start(vec![
+        padded_header_reply(40_000),
+        padded_header_reply(40_000),
+        padded_header_reply(40_000),
+    ]);
+    let client = chat_client(&server.url(), support::http_options());
+    let started = Instant::now();
+    let err = stream_error(&client);
+    assert!(started.elapsed() < GENEROUS, "took {:?}", started.elapsed());
+    assert_eq!(err.kind(), ErrorKind::Network, "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("response header"), "{text}");
 }
 
 #[test]
