@@ -4,16 +4,19 @@
 //! Why our own: a request repeats the system prompt, the tool schemas and the whole
 //! history on every round, and most of it is string contents: files read, command output,
 //! prose. `serde_json` checks string bytes one at a time through a table; here the bytes
-//! that need no escape are skipped sixteen at a time with SSE2 on x86_64 (eight at a time
-//! elsewhere) and copied in one piece ([`write_str`]). Measured in release builds on an
-//! x86_64 AMD EPYC, into a reused buffer, median of many runs: 300 KB of Rust source in a
-//! message 64 µs against 204 µs, 900 KB of prose 84 µs against 331 µs, 4,000 strings of
-//! 20 to 80 bytes 55 µs against 144 µs, the built-in tool schemas 0.75 µs against 1.5 µs.
+//! that need no escape are skipped eight at a time and copied in one piece
+//! ([`write_str`]). Measured in release builds on the bench machine, into a reused buffer:
+//! 300 KB of Rust source in a message 69 µs against 183 µs, 900 KB of prose 143 µs
+//! against 520 µs, the built-in tool schemas (many short strings) 3.5 µs against 5.8 µs.
 //! Numbers are left to `serde_json`, so that every float is written as it writes it.
 //!
 //! The output is `serde_json`'s byte for byte; the tests compare the two on every ASCII
-//! byte at every offset of a word and of a vector, next to UTF-8 characters, on random
-//! strings, on every shape serde derives, and on the built-in tool schemas and a request.
+//! byte at every offset of a word, next to UTF-8 characters, on random strings, on every
+//! shape serde derives, and on the built-in tool schemas and a request. (An SSE2 scan,
+//! sixteen bytes at a time, was measured: 300 KB of Rust source 80 → 64 µs, 900 KB of
+//! prose 169 → 83 µs, a few µs on the 50 KB of bodies of the CLI's 3-round task. It needs
+//! `unsafe`, which the crate keeps in `exec/`, and a plain loop over sixteen bytes that
+//! LLVM vectorises found the byte more slowly than the words: 89 and 137 µs.)
 
 use std::fmt;
 
@@ -111,76 +114,9 @@ fn escape_bits(word: u64) -> u64 {
 }
 
 /// The index of the first byte of `bytes[from..]` that needs an escape, or `bytes.len()`:
-/// sixteen bytes at a time with SSE2, which every x86_64 processor has, so there is no
-/// run-time detection (`cpuid` traps under some hypervisors).
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+/// eight bytes at a time, the last few one by one.
 #[inline]
-fn next_escape(bytes: &[u8], from: usize) -> usize {
-    // SAFETY: the `cfg` above holds only where the compiler may use SSE2 everywhere.
-    unsafe { next_escape_sse2(bytes, from) }
-}
-
-/// [`next_escape`] with SSE2. The last few bytes are one more load that ends at the end of
-/// `bytes` and overlaps bytes already scanned, so that no load reads past the end; a string
-/// shorter than sixteen bytes goes to the word scan.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[target_feature(enable = "sse2")]
-#[inline]
-fn next_escape_sse2(bytes: &[u8], mut from: usize) -> usize {
-    let Some(last) = bytes.len().checked_sub(16) else {
-        return next_escape_by_words(bytes, from);
-    };
-    while from <= last {
-        let chunk = bytes[from..from + 16].try_into().expect("sixteen bytes");
-        let mask = escape_mask(chunk);
-        if mask != 0 {
-            return from + mask.trailing_zeros() as usize;
-        }
-        from += 16;
-    }
-    if from == bytes.len() {
-        return from;
-    }
-    let tail = bytes[last..].try_into().expect("sixteen bytes");
-    // The bytes of this load before `from` are scanned already, or not asked about.
-    let mask = escape_mask(tail) >> (from - last);
-    if mask != 0 {
-        return from + mask.trailing_zeros() as usize;
-    }
-    bytes.len()
-}
-
-/// One bit for each byte of `chunk` that needs an escape, the first byte in the lowest
-/// bit. A byte below 0x20 is one that `max(byte, 0x1f)` leaves at 0x1f, compared unsigned
-/// (the signed `_mm_cmplt_epi8` would also take the UTF-8 bytes from 0x80 up).
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[target_feature(enable = "sse2")]
-#[inline]
-fn escape_mask(chunk: &[u8; 16]) -> u32 {
-    use std::arch::x86_64::{
-        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
-        _mm_set1_epi8,
-    };
-    // SAFETY: `chunk` is sixteen readable bytes, and `_mm_loadu_si128` needs no alignment.
-    let lanes = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
-    let last_control = _mm_set1_epi8(0x1f);
-    let control = _mm_cmpeq_epi8(_mm_max_epu8(lanes, last_control), last_control);
-    let quote = _mm_cmpeq_epi8(lanes, _mm_set1_epi8(b'"' as i8));
-    let backslash = _mm_cmpeq_epi8(lanes, _mm_set1_epi8(b'\\' as i8));
-    _mm_movemask_epi8(_mm_or_si128(control, _mm_or_si128(quote, backslash))) as u32
-}
-
-/// The index of the first byte of `bytes[from..]` that needs an escape, or `bytes.len()`.
-#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-#[inline]
-fn next_escape(bytes: &[u8], from: usize) -> usize {
-    next_escape_by_words(bytes, from)
-}
-
-/// [`next_escape`] eight bytes at a time ([`escape_bits`]), the last few one by one: for
-/// other processors, and with SSE2 for strings too short for one sixteen-byte load.
-#[inline]
-fn next_escape_by_words(bytes: &[u8], mut from: usize) -> usize {
+fn next_escape(bytes: &[u8], mut from: usize) -> usize {
     while let Some(chunk) = bytes.get(from..from + 8) {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);

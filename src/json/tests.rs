@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::json;
 
-use super::{next_escape, next_escape_by_words, to_vec};
+use super::{next_escape, to_vec};
 
 /// Our bytes and `serde_json`'s for `value`, which must be equal.
 #[track_caller]
@@ -20,7 +20,7 @@ fn check<T: Serialize + ?Sized + std::fmt::Debug>(value: &T) {
 }
 
 #[test]
-fn every_ascii_byte_at_every_offset_of_a_word_or_vector_is_written_as_serde_json_writes_it() {
+fn every_ascii_byte_at_every_offset_of_a_word_is_written_as_serde_json_writes_it() {
     for byte in 0u8..0x80 {
         let c = char::from(byte);
         for before in 0..=40 {
@@ -57,16 +57,6 @@ fn bytes_to_escape_between_utf8_characters_are_written_as_serde_json_writes_them
     }
 }
 
-/// A scan for the next byte to escape, as [`next_escape`].
-type Scan = fn(&[u8], usize) -> usize;
-
-/// The scans to check, by name: with SSE2 the vector scan and the word scan it falls
-/// back to (elsewhere both are the word scan).
-const SCANS: [(&str, Scan); 2] = [
-    ("next_escape", next_escape),
-    ("next_escape_by_words", next_escape_by_words),
-];
-
 /// The first byte of `bytes[from..]` that JSON requires escaped, one byte at a time.
 fn first_to_escape(bytes: &[u8], from: usize) -> usize {
     bytes[from..]
@@ -77,46 +67,44 @@ fn first_to_escape(bytes: &[u8], from: usize) -> usize {
 
 #[test]
 fn the_scan_finds_the_first_byte_to_escape_and_no_other() {
-    for (name, scan) in SCANS {
-        for len in 0..70 {
-            for at in 0..=len {
-                for special in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
-                    let mut bytes = vec![b'x'; len];
-                    if at < len {
-                        bytes[at] = special;
-                    }
-                    assert_eq!(scan(&bytes, 0), at, "{name} {bytes:?}");
+    for len in 0..70 {
+        for at in 0..=len {
+            for special in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
+                let mut bytes = vec![b'x'; len];
+                if at < len {
+                    bytes[at] = special;
                 }
+                assert_eq!(next_escape(&bytes, 0), at, "{bytes:?}");
             }
         }
-        // A match borrows from the bytes above it in the word; the scan after it must
-        // not stop at them.
-        for special in [0x00u8, 0x1f, b'"', b'\\'] {
-            for next in 0x20u8..=0xff {
-                if next == b'"' || next == b'\\' {
-                    continue;
-                }
-                let bytes = [
-                    b'x', special, next, next, b'y', next, 0x80, next, next, b'z',
-                ];
-                assert_eq!(scan(&bytes, 0), 1, "{name}");
-                assert_eq!(scan(&bytes, 2), bytes.len(), "{name} {bytes:?}");
-                let long: Vec<u8> = bytes.iter().copied().cycle().take(50).collect();
-                assert_eq!(scan(&long, 0), 1, "{name}");
-                assert_eq!(scan(&long, 2), 11, "{name} {long:?}");
-                assert_eq!(scan(&long, 42), long.len(), "{name} {long:?}");
-            }
-        }
-        // Bytes just outside the escaped ranges: space, 0x7f, and UTF-8 bytes.
-        let clean = " !#[]^_`{|}~\u{7f}é€😀 ".repeat(5);
-        assert_eq!(scan(clean.as_bytes(), 0), clean.len(), "{name}");
     }
+    // A match borrows from the bytes above it in the word; the scan after it must not
+    // stop at them.
+    for special in [0x00u8, 0x1f, b'"', b'\\'] {
+        for next in 0x20u8..=0xff {
+            if next == b'"' || next == b'\\' {
+                continue;
+            }
+            let bytes = [
+                b'x', special, next, next, b'y', next, 0x80, next, next, b'z',
+            ];
+            assert_eq!(next_escape(&bytes, 0), 1);
+            assert_eq!(next_escape(&bytes, 2), bytes.len(), "{bytes:?}");
+            let long: Vec<u8> = bytes.iter().copied().cycle().take(50).collect();
+            assert_eq!(next_escape(&long, 0), 1);
+            assert_eq!(next_escape(&long, 2), 11, "{long:?}");
+            assert_eq!(next_escape(&long, 42), long.len(), "{long:?}");
+        }
+    }
+    // Bytes just outside the escaped ranges: space, 0x7f, and UTF-8 bytes.
+    let clean = " !#[]^_`{|}~\u{7f}é€😀 ".repeat(5);
+    assert_eq!(next_escape(clean.as_bytes(), 0), clean.len());
 }
 
 #[test]
 fn the_scan_from_every_start_stops_where_a_byte_by_byte_scan_stops() {
     // Every byte that needs no escape, 0x80 to 0xff included, turns up in every lane of
-    // a word and of a vector, and in the last load that overlaps bytes scanned before.
+    // a word and in the bytes after the last word.
     let clean: Vec<u8> = (0x20u8..=0xff)
         .filter(|&byte| byte != b'"' && byte != b'\\')
         .collect();
@@ -131,9 +119,7 @@ fn the_scan_from_every_start_stops_where_a_byte_by_byte_scan_stops() {
                 }
                 for from in 0..=len {
                     let expected = first_to_escape(&bytes, from);
-                    for (name, scan) in SCANS {
-                        assert_eq!(scan(&bytes, from), expected, "{name} from {from} {bytes:?}");
-                    }
+                    assert_eq!(next_escape(&bytes, from), expected, "from {from} {bytes:?}");
                 }
             }
         }
