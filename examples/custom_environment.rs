@@ -73,7 +73,7 @@ impl ExecutionEnvironment for Audited {
     agentloop::forward_execution_environment!(self.inner =>
         read_file, read_bytes, remove_file, file_exists, stat, list_directory, grep, glob,
         initialize, warnings, cleanup, working_directory, platform, os_version,
-        max_command_timeout);
+        max_command_timeout, files_are_local);
 }
 
 fn main() -> agentloop::Result<()> {

@@ -14,7 +14,7 @@
 ///   pointer (how `Arc<E>` and `Box<E>` implement the trait).
 ///
 /// Every trait method has a name here, the provided ones (`initialize`, `cleanup`,
-/// `max_command_timeout`, `write_file_if_unchanged`, `warnings`) included: a decorator that leaves a provided method out gets the
+/// `max_command_timeout`, `write_file_if_unchanged`, `warnings`, `files_are_local`) included: a decorator that leaves a provided method out gets the
 /// trait's default, not the inner environment's, so list it to forward it. A name that is not a
 /// method of the trait does not compile. The trait's documentation has an example.
 #[macro_export]
@@ -57,6 +57,11 @@ macro_rules! forward_execution_environment {
         ) -> ::std::io::Result<()> {
             $crate::forward_execution_environment!(@to self $to)
                 .write_file_if_unchanged(path, content, expected)
+        }
+    };
+    (@method $to:tt files_are_local) => {
+        fn files_are_local(&self) -> bool {
+            $crate::forward_execution_environment!(@to self $to).files_are_local()
         }
     };
     (@method $to:tt warnings) => {

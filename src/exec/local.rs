@@ -101,6 +101,8 @@ pub struct LocalExecutionEnvironment {
     max_timeout: Duration,
     /// The sandbox resolved for the working directory; `None` is full access.
     sandbox: Option<std::sync::Arc<sandbox::Active>>,
+    /// The working directory with its symlinks resolved, once asked for.
+    canonical_dir: std::sync::OnceLock<PathBuf>,
 }
 
 impl fmt::Debug for LocalExecutionEnvironment {
@@ -174,6 +176,7 @@ impl LocalExecutionEnvironment {
             kill_grace: DEFAULT_KILL_GRACE,
             max_timeout: DEFAULT_MAX_TIMEOUT,
             sandbox: None,
+            canonical_dir: std::sync::OnceLock::new(),
         })
     }
 
@@ -231,6 +234,7 @@ impl LocalExecutionEnvironment {
     ) -> LocalExecutionEnvironment {
         let working_dir = working_dir.into();
         self.working_dir = std::path::absolute(&working_dir).unwrap_or(working_dir);
+        self.canonical_dir = std::sync::OnceLock::new();
         self
     }
 
@@ -391,6 +395,15 @@ fn canonical_dir(dir: &Path) -> PathBuf {
 }
 
 impl ExecutionEnvironment for LocalExecutionEnvironment {
+    /// From the mount table (`exec/mounts.rs`): the working directory and every mount
+    /// below it on local file systems. One `poll(2)` per call while the table is unchanged.
+    fn files_are_local(&self) -> bool {
+        let canonical = self
+            .canonical_dir
+            .get_or_init(|| canonical_dir(&self.working_dir));
+        super::mounts::local_at_and_below(canonical)
+    }
+
     fn read_file(
         &self,
         path: &Path,

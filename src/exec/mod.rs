@@ -20,6 +20,7 @@ mod files;
 mod forward;
 mod launch;
 mod local;
+mod mounts;
 mod process;
 mod pump;
 mod redact;
@@ -373,7 +374,7 @@ pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 ///     agentloop::forward_execution_environment!(self.0 =>
 ///         read_file, read_bytes, write_file, write_file_if_unchanged, remove_file,
 ///         file_exists, stat, list_directory, grep, glob, initialize, warnings, cleanup,
-///         working_directory, platform, os_version, max_command_timeout);
+///         working_directory, platform, os_version, max_command_timeout, files_are_local);
 /// }
 ///
 /// let dir = tempfile::tempdir()?;
@@ -486,18 +487,36 @@ pub trait ExecutionEnvironment: Send + Sync {
     fn max_command_timeout(&self) -> Duration {
         Duration::from_secs(600)
     }
+
+    /// Whether the file operations on the working directory and below it (`read_file`,
+    /// `read_bytes`, `write_file`, `write_file_if_unchanged`, `remove_file`, `stat`) finish
+    /// in the time of local storage: no network file system and no FUSE daemon that could
+    /// leave one waiting forever. Asked before each call of a single-file tool
+    /// ([`RegisteredTool::bounded_file_io`](crate::tools::RegisteredTool::bounded_file_io)):
+    /// where it holds, the session runs the call on the round's own thread, as it runs a
+    /// command; elsewhere on a helper thread, which an interrupt or an abort leaves behind
+    /// when the call is stuck. Default `false`: say `true` only where it holds, and keep
+    /// the answer cheap.
+    ///
+    /// [`LocalExecutionEnvironment`] answers from the mount table: `true` when the working
+    /// directory and everything mounted below it are on local file systems.
+    fn files_are_local(&self) -> bool {
+        false
+    }
 }
 
 impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for Arc<E> {
     crate::forward_execution_environment!(**self =>
             read_file, read_bytes, write_file, write_file_if_unchanged, remove_file,
             file_exists, stat, list_directory, exec_command, grep, glob, initialize, warnings,
-            cleanup, working_directory, platform, os_version, max_command_timeout);
+            cleanup, working_directory, platform, os_version, max_command_timeout,
+            files_are_local);
 }
 
 impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for Box<E> {
     crate::forward_execution_environment!(**self =>
             read_file, read_bytes, write_file, write_file_if_unchanged, remove_file,
             file_exists, stat, list_directory, exec_command, grep, glob, initialize, warnings,
-            cleanup, working_directory, platform, os_version, max_command_timeout);
+            cleanup, working_directory, platform, os_version, max_command_timeout,
+            files_are_local);
 }

@@ -85,7 +85,7 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnlyExecutionEnvironm
     crate::forward_execution_environment!(self.inner =>
         read_file, read_bytes, file_exists, stat, list_directory, exec_command, grep, glob,
         initialize, warnings, cleanup, working_directory, platform, os_version,
-        max_command_timeout);
+        max_command_timeout, files_are_local);
 }
 
 /// A log sink: receives one line per operation.
@@ -292,5 +292,5 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for LoggingExecutionEnvironme
         self.logged("cleanup", "", || self.inner.cleanup(), |_| "ok".into())
     }
     crate::forward_execution_environment!(self.inner =>
-        working_directory, platform, os_version, max_command_timeout);
+        working_directory, platform, os_version, max_command_timeout, files_are_local);
 }

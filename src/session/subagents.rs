@@ -546,7 +546,8 @@ impl ExecutionEnvironment for SubagentEnvironment {
     fn warnings(&self) -> Vec<String> {
         Vec::new()
     }
-    crate::forward_execution_environment!(self.inner => platform, os_version, max_command_timeout);
+    crate::forward_execution_environment!(self.inner =>
+        platform, os_version, max_command_timeout, files_are_local);
 }
 
 #[cfg(test)]

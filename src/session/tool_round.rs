@@ -154,7 +154,7 @@ impl ToolRound<'_> {
                 None => prepared,
             },
         };
-        let outcome = if prepared.returns_on_cancel() {
+        let outcome = if prepared.returns_on_cancel() || self.file_io_is_prompt(&prepared) {
             let events = self.events;
             execute(prepared, &self.call_setup(call), &|stream, delta| {
                 emit_output(events, call, stream, delta)
@@ -164,6 +164,16 @@ impl ToolRound<'_> {
         };
         let post = hooks.post_tool_use(call, &outcome.text, outcome.is_error);
         self.finish_with(call, outcome, started, post)
+    }
+
+    /// Whether `prepared` does only bounded file operations on local files: then it runs
+    /// on this thread, without a helper (see `RegisteredTool::bounded_file_io`). Never for
+    /// a session whose file tools may leave the working directory: the mount table is
+    /// judged at and below it.
+    fn file_io_is_prompt(&self, prepared: &PreparedCall) -> bool {
+        prepared.bounded_file_io()
+            && !self.config.allow_outside_working_dir
+            && self.env.files_are_local()
     }
 
     fn hooks(&self) -> HookRunner<'_> {

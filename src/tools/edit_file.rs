@@ -74,7 +74,7 @@ pub fn definition() -> ToolDefinition {
 
 /// The `edit_file` tool.
 pub fn tool() -> RegisteredTool {
-    RegisteredTool::new(definition(), execute)
+    RegisteredTool::new(definition(), execute).doing_bounded_file_io()
 }
 
 /// A planned edit: the new content and what was done.
@@ -470,6 +470,7 @@ Read the file before editing it."
         // The shared messages name the shared parameter.
         shared(input, ctx).map_err(|message| message.replace("replace_all", "allow_multiple"))
     })
+    .doing_bounded_file_io()
 }
 
 #[cfg(test)]

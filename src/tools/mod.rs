@@ -184,6 +184,16 @@ pub struct RegisteredTool {
     /// returns), so the session still ends. `false` from [`new`](Self::new) and
     /// [`fallible`](Self::fallible); set it with [`returning_on_cancel`](Self::returning_on_cancel).
     pub returns_on_cancel: bool,
+    /// Whether the executor does nothing but the environment's file operations on a few
+    /// files of bounded size (the built-in `read_file`, `write_file`, `edit_file` and
+    /// `apply_patch` do). Where the environment's files are local
+    /// ([`ExecutionEnvironment::files_are_local`]) and the session keeps file tools in the
+    /// working directory, the loop runs such a tool on the round's own thread, as it runs
+    /// one that returns on cancel: a helper thread's start and join cost a call about as
+    /// much as reading a small file. `false` from [`new`](Self::new) and
+    /// [`fallible`](Self::fallible); set it with
+    /// [`doing_bounded_file_io`](Self::doing_bounded_file_io).
+    pub bounded_file_io: bool,
 }
 
 impl fmt::Debug for RegisteredTool {
@@ -208,6 +218,7 @@ impl RegisteredTool {
             definition,
             executor: Arc::new(executor),
             returns_on_cancel: false,
+            bounded_file_io: false,
         }
     }
 
@@ -217,6 +228,15 @@ impl RegisteredTool {
     /// while it waits: a marked tool that blocks keeps an interrupt or abort waiting too.
     pub fn returning_on_cancel(mut self) -> RegisteredTool {
         self.returns_on_cancel = true;
+        self
+    }
+
+    /// Marks the tool as doing nothing but bounded file operations through the
+    /// environment ([`bounded_file_io`](Self::bounded_file_io)). Only for an executor that
+    /// calls no other code that can block: a marked tool on local files keeps an interrupt
+    /// or abort waiting until it returns.
+    pub fn doing_bounded_file_io(mut self) -> RegisteredTool {
+        self.bounded_file_io = true;
         self
     }
 
@@ -236,6 +256,7 @@ impl RegisteredTool {
                 executor(input, ctx).map_err(ToolError::into_message)
             }),
             returns_on_cancel: false,
+            bounded_file_io: false,
         }
     }
 }
@@ -356,6 +377,11 @@ impl PreparedCall {
     /// Whether the tool returns promptly on cancel ([`RegisteredTool::returns_on_cancel`]).
     pub(crate) fn returns_on_cancel(&self) -> bool {
         self.tool.returns_on_cancel
+    }
+
+    /// Whether the tool does only bounded file operations ([`RegisteredTool::bounded_file_io`]).
+    pub(crate) fn bounded_file_io(&self) -> bool {
+        self.tool.bounded_file_io
     }
 
     /// The validated input.

@@ -41,7 +41,7 @@ pub fn definition() -> ToolDefinition {
 
 /// The `write_file` tool.
 pub fn tool() -> RegisteredTool {
-    RegisteredTool::new(definition(), execute)
+    RegisteredTool::new(definition(), execute).doing_bounded_file_io()
 }
 
 fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String> {

@@ -209,3 +209,130 @@ fn interrupt_while_a_file_tool_is_blocked_leaves_a_usable_session() {
     assert!(answered, "{:?}", names(&next));
     assert!(release(&stuck.fifo));
 }
+
+/// A local environment that says whether its files are local as told, and records the
+/// name of each thread that reads a file through it.
+struct ThreadRecorder {
+    inner: LocalExecutionEnvironment,
+    local: bool,
+    readers: Mutex<Vec<String>>,
+}
+
+impl ExecutionEnvironment for ThreadRecorder {
+    fn read_file(
+        &self,
+        path: &Path,
+        offset: Option<usize>,
+        limit: Option<usize>,
+    ) -> io::Result<FileContent> {
+        let name = std::thread::current().name().unwrap_or("").to_string();
+        self.readers.lock().unwrap().push(name);
+        self.inner.read_file(path, offset, limit)
+    }
+
+    fn files_are_local(&self) -> bool {
+        self.local
+    }
+
+    agentloop::forward_execution_environment!(self.inner =>
+        read_bytes, write_file, write_file_if_unchanged, remove_file, file_exists, stat,
+        list_directory, exec_command, grep, glob, initialize, warnings, cleanup,
+        working_directory, platform, os_version, max_command_timeout);
+}
+
+/// The threads that read `notes.txt`: first through the built-in `read_file`, then through
+/// a host tool that reads it the same way, in a session over `ThreadRecorder`.
+fn reader_threads(local: bool, allow_outside_working_dir: bool) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+    let env = Arc::new(ThreadRecorder {
+        inner: LocalExecutionEnvironment::new(dir.path()).unwrap(),
+        local,
+        readers: Mutex::new(Vec::new()),
+    });
+    let host_read = tool("host_read", |_, ctx| {
+        let content = ctx
+            .env
+            .read_file(Path::new("notes.txt"), None, None)
+            .map_err(|e| e.to_string())?;
+        Ok(content.text.into())
+    });
+    let turns = vec![
+        ScriptedTurn::tool_call("read_file", json!({"file_path": "notes.txt"})),
+        ScriptedTurn::tool_call("host_read", json!({})),
+        ScriptedTurn::text("done"),
+    ];
+    let profile = profile()
+        .with_tool(agentloop::tools::read_file())
+        .with_tool(host_read);
+    let mut config = SessionConfig::default();
+    config.allow_outside_working_dir = allow_outside_working_dir;
+    let client = crate::support::client_for(ScriptedModel::new(turns));
+    let session = Session::new(profile, env.clone(), client, config).unwrap();
+    let mut events = session.events();
+    session.submit("read notes.txt twice").unwrap();
+    let seen = collect_input(&mut events);
+    assert_eq!(
+        stop_reason(&seen),
+        StopReason::Completed,
+        "{:?}",
+        names(&seen)
+    );
+    drop(session);
+    let readers = env.readers.lock().unwrap().clone();
+    assert_eq!(readers.len(), 2, "{readers:?}");
+    readers
+}
+
+#[test]
+fn a_single_file_tool_runs_on_the_rounds_thread_where_the_files_are_local() {
+    let on = |thread: &str, prefix: &str| thread.starts_with(prefix);
+    // Local files: the built-in read runs on the session's own thread; a host tool, which
+    // may do anything, still gets a helper thread.
+    let readers = reader_threads(true, false);
+    assert!(on(&readers[0], "agentloop-session-"), "{readers:?}");
+    assert!(on(&readers[1], "agentloop-call-"), "{readers:?}");
+    // Files that may not be local, or file tools that may leave the working directory
+    // (whose mounts were not judged): a helper thread, which a stuck read cannot hold.
+    for (local, outside) in [(false, false), (true, true)] {
+        let readers = reader_threads(local, outside);
+        assert!(
+            readers.iter().all(|r| on(r, "agentloop-call-")),
+            "local {local}, outside {outside}: {readers:?}"
+        );
+    }
+}
+
+#[test]
+fn the_local_environment_calls_its_files_local_as_their_file_system_type_says() {
+    // A fresh temporary directory has nothing mounted below it, so the answer is its own
+    // file system's type, which `stat -f` names independently of the mount table.
+    let dir = tempfile::tempdir().unwrap();
+    let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
+    let out = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let kind = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let local = [
+        "ext2/ext3",
+        "xfs",
+        "btrfs",
+        "tmpfs",
+        "overlayfs",
+        "zfs",
+        "f2fs",
+    ];
+    let remote = ["nfs", "fuse", "fuseblk", "cifs", "smb2", "v9fs", "ceph"];
+    if local.contains(&kind.as_str()) {
+        assert!(env.files_are_local(), "{kind}");
+    } else if remote.iter().any(|r| kind.starts_with(r)) {
+        assert!(!env.files_are_local(), "{kind}");
+    } else {
+        eprintln!("skipped: no expectation for a {kind} temporary directory");
+    }
+    // A working directory that is the root has /proc below it: never local.
+    let root = LocalExecutionEnvironment::new("/").unwrap();
+    assert!(!root.files_are_local());
+}
