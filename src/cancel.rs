@@ -181,6 +181,39 @@ impl CancelToken {
     }
 }
 
+thread_local! {
+    /// The token of the tool call this thread runs on the round's own thread, for code
+    /// below it that takes no token (see [`with_current`]).
+    static CURRENT: std::cell::RefCell<Option<CancelToken>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `token` as this thread's current token: long loops deep in code whose
+/// signature takes no token (the local environment's file reads, run without a helper
+/// thread on local files) stop early once it is cancelled ([`current_cancelled`]).
+pub(crate) fn with_current<T>(token: &CancelToken, f: impl FnOnce() -> T) -> T {
+    let previous = CURRENT.with(|current| current.replace(Some(token.clone())));
+    /// Puts the previous token back, also when `f` unwinds.
+    struct Restore(Option<CancelToken>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            CURRENT.with(|current| *current.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(previous);
+    f()
+}
+
+/// Whether this thread's current token ([`with_current`]) is cancelled; `false` without one.
+pub(crate) fn current_cancelled() -> bool {
+    CURRENT.with(|current| {
+        current
+            .borrow()
+            .as_ref()
+            .is_some_and(CancelToken::is_cancelled)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +277,24 @@ mod tests {
         let start = Instant::now();
         assert!(!token.wait_timeout(Duration::from_millis(30)));
         assert!(start.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn the_current_token_is_seen_inside_with_current_and_restored_after() {
+        assert!(!current_cancelled(), "no token outside");
+        let outer = CancelToken::new();
+        let inner = CancelToken::new();
+        inner.cancel();
+        with_current(&outer, || {
+            assert!(!current_cancelled());
+            with_current(&inner, || assert!(current_cancelled()));
+            assert!(!current_cancelled(), "the outer token is back");
+            outer.cancel();
+            assert!(current_cancelled());
+        });
+        assert!(!current_cancelled(), "none after");
+        let unwound = std::panic::catch_unwind(|| with_current(&inner, || panic!("inside")));
+        assert!(unwound.is_err());
+        assert!(!current_cancelled(), "none after an unwind");
     }
 }

@@ -168,9 +168,18 @@ fn read_capped(file: File, path: &Path, cap: u64) -> io::Result<Vec<u8>> {
         return Err(too_large(size));
     }
     let mut bytes = Vec::with_capacity(size as usize);
-    file.take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| describe(e, "read", path))?;
+    let mut reader = file.take(cap + 1);
+    // In pieces, so that a cancelled call stops between them (`cancel::with_current`).
+    loop {
+        stop_if_cancelled(path)?;
+        let read = (&mut reader)
+            .take(CANCEL_CHECK_BYTES)
+            .read_to_end(&mut bytes)
+            .map_err(|e| describe(e, "read", path))?;
+        if read == 0 {
+            break;
+        }
+    }
     if bytes.len() as u64 > cap {
         return Err(too_large(bytes.len() as u64));
     }
@@ -210,6 +219,7 @@ pub(crate) fn read_text(
     let mut window = LineWindow::new(offset.unwrap_or(1), limit, MAX_WINDOW_BYTES);
     let mut first = true;
     loop {
+        stop_if_cancelled(path)?;
         let (filled, eof) =
             fill(&mut reader, &mut buffer).map_err(|e| describe(e, "read", path))?;
         if first && looks_binary(&buffer[..filled]) {
@@ -234,6 +244,23 @@ pub(crate) fn read_text(
         size,
         total_lines,
     })
+}
+
+/// How many bytes a whole-file read goes between looks at the cancel token of the call it
+/// serves (a text read looks once per `READ_CHUNK`).
+const CANCEL_CHECK_BYTES: u64 = 1024 * 1024;
+
+/// An `Interrupted` error when the call this thread serves was cancelled
+/// (`cancel::with_current`): a file tool run without a helper thread on local files stops
+/// a long read (the line count of a huge file) instead of keeping an interrupt waiting.
+fn stop_if_cancelled(path: &Path) -> io::Result<()> {
+    if crate::cancel::current_cancelled() {
+        return Err(error(
+            io::ErrorKind::Interrupted,
+            format!("the read of `{}` was cancelled", path.display()),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads until `buffer` is full or the reader is exhausted: (bytes read, reached the end).

@@ -154,11 +154,25 @@ impl ToolRound<'_> {
                 None => prepared,
             },
         };
-        let outcome = if prepared.returns_on_cancel() || self.file_io_is_prompt(&prepared) {
+        let outcome = if prepared.returns_on_cancel() {
             let events = self.events;
             execute(prepared, &self.call_setup(call), &|stream, delta| {
                 emit_output(events, call, stream, delta)
             })
+        } else if self.file_io_is_prompt(&prepared) {
+            // The local environment's reads look at this token between pieces, so that a
+            // huge file stops an interrupt no longer than the helper's grace would.
+            let events = self.events;
+            let outcome = crate::cancel::with_current(self.cancel, || {
+                execute(prepared, &self.call_setup(call), &|stream, delta| {
+                    emit_output(events, call, stream, delta)
+                })
+            });
+            if outcome.is_error && self.cancel.is_cancelled() {
+                self.cancelled_outcome()
+            } else {
+                outcome
+            }
         } else {
             self.execute_on_helper(call, prepared)
         };

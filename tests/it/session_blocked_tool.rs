@@ -336,3 +336,61 @@ fn the_local_environment_calls_its_files_local_as_their_file_system_type_says() 
     let root = LocalExecutionEnvironment::new("/").unwrap();
     assert!(!root.files_are_local());
 }
+
+#[test]
+fn an_interrupt_stops_a_huge_local_read_run_without_a_helper_thread() {
+    // 64 KiB of text, then 8 GiB of holes: reading it all takes seconds (the holes read
+    // as zeros); an interrupt must not wait for the line count to finish.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.log");
+    let file = std::fs::File::create(&path).unwrap();
+    let line = "a line of text\n".repeat(4_400);
+    std::io::Write::write_all(&mut &file, line.as_bytes()).unwrap();
+    file.set_len(8 << 30).unwrap();
+    let env = Arc::new(ThreadRecorder {
+        inner: LocalExecutionEnvironment::new(dir.path()).unwrap(),
+        local: true,
+        readers: Mutex::new(Vec::new()),
+    });
+    let turns = vec![
+        ScriptedTurn::tool_call("read_file", json!({"file_path": "huge.log"})),
+        ScriptedTurn::text("never reached"),
+        ScriptedTurn::text("after the interrupt"),
+    ];
+    let profile = profile().with_tool(agentloop::tools::read_file());
+    let client = crate::support::client_for(ScriptedModel::new(turns));
+    let session = Session::new(profile, env.clone(), client, SessionConfig::default()).unwrap();
+    let mut events = session.events();
+    session.submit("read huge.log").unwrap();
+    collect_until(&mut events, |e| {
+        matches!(e.kind, EventKind::ToolCallStart { .. })
+    });
+    // The read is under way on the session's own thread.
+    let deadline = Instant::now() + HANG;
+    while env.readers.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the read never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let interrupted = Instant::now();
+    session.interrupt();
+    let rest = collect_input(&mut events);
+    let took = interrupted.elapsed();
+    assert!(
+        env.readers.lock().unwrap()[0].starts_with("agentloop-session-"),
+        "the read ran without a helper thread"
+    );
+    assert!(took < Duration::from_secs(1), "INPUT_END after {took:?}");
+    let (is_error, error) = tool_call_end(&rest);
+    assert!(is_error && error.contains("interrupted"), "{error}");
+    assert_eq!(stop_reason(&rest), StopReason::Interrupted);
+    // The session goes on.
+    session.submit("and now?").unwrap();
+    let next = collect_input(&mut events);
+    assert_eq!(
+        stop_reason(&next),
+        StopReason::Completed,
+        "{:?}",
+        names(&next)
+    );
+}

@@ -296,8 +296,15 @@ fn a_server_ended_by_sigterm_ends_its_commands_first() {
                 &CancelToken::new(),
             )
         });
-        rx.recv_timeout(Duration::from_secs(20))
-            .expect("the pids arrive");
+        // Both lines first: the pids, and the signal mask of the `grep` that ran (a
+        // SIGTERM sent after the first line alone could end the command before `grep`).
+        let mut seen = Vec::new();
+        while !String::from_utf8_lossy(&seen).contains("SigBlk") {
+            let chunk = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the pids and the signal mask arrive");
+            seen.extend_from_slice(&chunk);
+        }
         // SAFETY: the server is this test's own child.
         unsafe { libc::kill(f.server_pid, libc::SIGTERM) };
         running.join().unwrap()
