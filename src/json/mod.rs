@@ -14,9 +14,10 @@
 //! byte at every offset of a word, next to UTF-8 characters, on random strings, on every
 //! shape serde derives, and on the built-in tool schemas and a request. (An SSE2 scan,
 //! sixteen bytes at a time, was measured: 300 KB of Rust source 80 → 64 µs, 900 KB of
-//! prose 169 → 83 µs, a few µs on the 50 KB of bodies of the CLI's 3-round task. It needs
-//! `unsafe`, which the crate keeps in `exec/`, and a plain loop over sixteen bytes that
-//! LLVM vectorises found the byte more slowly than the words: 89 and 137 µs.)
+//! prose 169 → 83 µs, a few µs on the 50 KB of bodies of the CLI's 3-round task. Its
+//! intrinsics need unchecked blocks, which the crate keeps in `exec/`, and a plain loop
+//! over sixteen bytes that LLVM vectorises found the byte more slowly than the words:
+//! 89 and 137 µs.)
 
 use std::fmt;
 

@@ -154,21 +154,19 @@ impl ToolRound<'_> {
                 None => prepared,
             },
         };
-        let outcome = if prepared.returns_on_cancel() {
-            let events = self.events;
-            execute(prepared, &self.call_setup(call), &|stream, delta| {
-                emit_output(events, call, stream, delta)
-            })
-        } else if self.file_io_is_prompt(&prepared) {
-            // The local environment's reads look at this token between pieces, so that a
-            // huge file stops an interrupt no longer than the helper's grace would.
+        // A single-file call on local files runs here too (no helper thread), with the
+        // round's token as this thread's current one: the local environment's reads look
+        // at it between pieces, so that a huge file stops an interrupt no longer than the
+        // helper's grace would.
+        let file_io = !prepared.returns_on_cancel() && self.file_io_is_prompt(&prepared);
+        let outcome = if prepared.returns_on_cancel() || file_io {
             let events = self.events;
             let outcome = crate::cancel::with_current(self.cancel, || {
                 execute(prepared, &self.call_setup(call), &|stream, delta| {
                     emit_output(events, call, stream, delta)
                 })
             });
-            if outcome.is_error && self.cancel.is_cancelled() {
+            if file_io && outcome.is_error && self.cancel.is_cancelled() {
                 self.cancelled_outcome()
             } else {
                 outcome
