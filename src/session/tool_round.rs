@@ -161,15 +161,20 @@ impl ToolRound<'_> {
         let file_io = !prepared.returns_on_cancel() && self.file_io_is_prompt(&prepared);
         let outcome = if prepared.returns_on_cancel() || file_io {
             let events = self.events;
-            let outcome = crate::cancel::with_current(self.cancel, || {
+            let run = || {
                 execute(prepared, &self.call_setup(call), &|stream, delta| {
                     emit_output(events, call, stream, delta)
                 })
-            });
-            if file_io && outcome.is_error && self.cancel.is_cancelled() {
-                self.cancelled_outcome()
+            };
+            if !file_io {
+                run()
             } else {
-                outcome
+                let outcome = crate::cancel::with_current(self.cancel, run);
+                if outcome.is_error && self.cancel.is_cancelled() {
+                    self.cancelled_outcome()
+                } else {
+                    outcome
+                }
             }
         } else {
             self.execute_on_helper(call, prepared)
