@@ -7,7 +7,9 @@
 //!   through a small spawner process (see `measure`).
 //! - The same task: spawn → first request complete at the server, and the agent's own
 //!   time (wall minus the server's time per request) against the floor measured in the
-//!   same runs (`bash` exec'd, starting two more `bash`).
+//!   same runs (`bash` exec'd, starting two more `bash`); and how much of that own time
+//!   is the server's thread waking up to read each request (from the kernel's receive
+//!   stamp of the request's last byte), with the ratio without it for comparison.
 //! - The offline demo (four tool rounds with a scripted model), the same two figures.
 //! - Start-up and own time again for the static build (`+crt-static`, built by the bench
 //!   with `--target x86_64-unknown-linux-gnu`): no dynamic loader at exec.
@@ -234,13 +236,20 @@ pub fn spawner_main(mut args: impl Iterator<Item = String>) -> i32 {
     0
 }
 
-/// One run of the three-round task: the sample, spawn → first request complete at the
-/// server, and the time spent on the server's side (each request complete → its reply
-/// completely written, summed: the client's reading of the reply is its own time).
-fn three_rounds_timed(
-    agent: &Path,
-    extra: &[&str],
-) -> Result<(Sample, Duration, Duration), String> {
+/// One run of the three-round task.
+struct Timed {
+    sample: Sample,
+    /// Spawn → first request complete at the server.
+    first: Duration,
+    /// The time spent on the server's side: each request complete → its reply completely
+    /// written, summed (the client's reading of the reply is its own time).
+    in_server: Duration,
+    /// Part of the client's time that is the server's wake-up: each request's last byte at
+    /// the server's socket (the kernel's receive stamp) → read by the server, summed.
+    server_wake: Duration,
+}
+
+fn three_rounds_timed(agent: &Path, extra: &[&str]) -> Result<Timed, String> {
     let server = Server::start(vec![
         Reply::sse(anthropic_sse(
             "",
@@ -280,18 +289,24 @@ fn three_rounds_timed(
     let requests = server.requests();
     let first =
         Duration::from_nanos((instant_ns(requests[0].at) - sample.started_ns).max(0) as u64);
-    let mut in_server = Duration::ZERO;
+    let (mut in_server, mut server_wake) = (Duration::ZERO, Duration::ZERO);
     for (i, request) in requests.iter().enumerate() {
         let answered = server
             .wait_answered(i, Duration::from_secs(5))
             .ok_or("a reply was not completely written")?;
         in_server += answered.saturating_duration_since(request.at);
+        server_wake += request.at.saturating_duration_since(request.arrived);
     }
-    Ok((sample, first, in_server))
+    Ok(Timed {
+        sample,
+        first,
+        in_server,
+        server_wake,
+    })
 }
 
 fn three_rounds(agent: &Path) -> Result<Sample, String> {
-    three_rounds_timed(agent, &[]).map(|(sample, _, _)| sample)
+    three_rounds_timed(agent, &[]).map(|timed| timed.sample)
 }
 
 /// The floor of the task: exec of a program and two `bash` spawns, bare
@@ -318,6 +333,7 @@ fn median(mut values: Vec<Duration>) -> Duration {
 fn startup_rows(agent: &Path, build: &str) -> Vec<Row> {
     let (mut first, mut own, mut own_unsandboxed, mut floors) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut wakes, mut own_less_wake) = (Vec::new(), Vec::new());
     for round in 0..RUNS {
         let (mut sandboxed, mut unsandboxed, mut bare) = (None, None, None);
         for place in 0..3 {
@@ -334,10 +350,13 @@ fn startup_rows(agent: &Path, build: &str) -> Vec<Row> {
             bare.expect(ran),
         );
         match runs {
-            (Ok((sample, to_first, in_server)), Ok((plain, _, plain_in_server)), Ok(bare)) => {
-                first.push(to_first);
-                own.push(sample.wall.saturating_sub(in_server));
-                own_unsandboxed.push(plain.wall.saturating_sub(plain_in_server));
+            (Ok(timed), Ok(plain), Ok(bare)) => {
+                first.push(timed.first);
+                let own_time = timed.sample.wall.saturating_sub(timed.in_server);
+                own.push(own_time);
+                wakes.push(timed.server_wake);
+                own_less_wake.push(own_time.saturating_sub(timed.server_wake));
+                own_unsandboxed.push(plain.sample.wall.saturating_sub(plain.in_server));
                 floors.push(bare.wall);
             }
             (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => {
@@ -372,6 +391,16 @@ fn startup_rows(agent: &Path, build: &str) -> Vec<Row> {
         row(
             "  the same with --sandbox full-access (commands spawned without the sandbox)",
             against_floor(median(own_unsandboxed)),
+            "",
+        ),
+        row(
+            "  of the own time: the server's wake-up after each request (its last byte at the server's socket → read), 3 summed",
+            format!("{:.3} ms", median(wakes).as_secs_f64() * 1e3),
+            "",
+        ),
+        row(
+            "  own time less that wake-up / floor (not the target's measure: for comparison)",
+            against_floor(median(own_less_wake)),
             "",
         ),
     ]

@@ -177,8 +177,12 @@ pub struct RecordedRequest {
     pub body: Vec<u8>,
     /// The body parsed as JSON, if it is JSON.
     pub json: Option<Value>,
-    /// When the request was complete.
+    /// When the request was complete: the server had read its last byte.
     pub at: Instant,
+    /// When its last byte had reached the server's socket (the kernel's receive stamp of
+    /// that segment, `SO_TIMESTAMPNS`); `at` minus this is the server thread's wake-up
+    /// and reading. `at` where the kernel gave no stamp.
+    pub arrived: Instant,
 }
 
 impl RecordedRequest {
@@ -400,6 +404,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         shared.lock().connections += 1;
         let _ = stream.set_read_timeout(Some(POLL));
         let _ = stream.set_nodelay(true);
+        stamp_arrivals(&stream);
         let mut buffered = Vec::new();
         let first = read_request(&mut stream, &mut buffered, &shared);
         if matches!(first, Incoming::Stop) {
@@ -517,6 +522,7 @@ fn hold(stream: &mut TcpStream, shared: &Shared, index: usize) {
 
 fn read_request(stream: &mut TcpStream, buffered: &mut Vec<u8>, shared: &Shared) -> Incoming {
     let mut scratch = [0u8; 8192];
+    LAST_ARRIVAL.set(None);
     let header_end = loop {
         if let Some(end) = find(buffered, b"\r\n\r\n") {
             break end;
@@ -562,6 +568,12 @@ fn read_request(stream: &mut TcpStream, buffered: &mut Vec<u8>, shared: &Shared)
     };
     // Stamped before the server parses anything: parsing is the server's time.
     let at = Instant::now();
+    let arrived = LAST_ARRIVAL
+        .get()
+        .and_then(|stamp| Duration::try_from_secs_f64((realtime_ns() - stamp) as f64 / 1e9).ok())
+        .filter(|waited| *waited < Duration::from_secs(1))
+        .and_then(|waited| at.checked_sub(waited))
+        .unwrap_or(at);
     let json = serde_json::from_slice(&body).ok();
     Incoming::Request(RecordedRequest {
         method,
@@ -570,6 +582,7 @@ fn read_request(stream: &mut TcpStream, buffered: &mut Vec<u8>, shared: &Shared)
         body,
         json,
         at,
+        arrived,
     })
 }
 
@@ -601,11 +614,77 @@ fn read_chunked(
     }
 }
 
+std::thread_local! {
+    /// The kernel's receive stamp (CLOCK_REALTIME ns) of the last segment this thread read.
+    static LAST_ARRIVAL: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+}
+
+fn realtime_ns() -> i64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+    now.tv_sec * 1_000_000_000 + now.tv_nsec
+}
+
+/// Asks the kernel to stamp what arrives on `stream` (read back by [`recv_stamped`]).
+fn stamp_arrivals(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket descriptor and an int option of the size given.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// `read` through `recvmsg`, noting the receive stamp of what it read in [`LAST_ARRIVAL`].
+fn recv_stamped(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // Room for one cmsghdr and a timespec, 8-byte aligned.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: `msg` describes valid, writable buffers for the call.
+    let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the CMSG macros walk the control buffer the kernel just filled, within
+    // `msg_controllen`; a timespec is read unaligned from a cmsg of that type.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SO_TIMESTAMPNS {
+                let stamp: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                LAST_ARRIVAL.set(Some(stamp.tv_sec * 1_000_000_000 + stamp.tv_nsec));
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok(n as usize)
+}
+
 /// One read that retries on timeouts until data, EOF (`Some(0)`), an error or a stop
 /// (`None`).
 fn read_some(stream: &mut TcpStream, buf: &mut [u8], shared: &Shared) -> Option<usize> {
     loop {
-        match stream.read(buf) {
+        match recv_stamped(stream, buf) {
             Ok(n) => return Some(n),
             Err(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::TimedOut) => {
                 if shared.stopped() {
@@ -746,4 +825,53 @@ fn crc32(data: &[u8]) -> u32 {
 #[test]
 fn crc32_matches_the_check_value() {
     assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+}
+
+/// `arrived` is the kernel's receive stamp, not the server's read: a request that waits in
+/// the socket while the server's one accepting thread is busy with another connection
+/// arrived long before it was read. Without the stamp, `arrived` would be `at`.
+#[test]
+fn a_request_is_stamped_when_its_last_byte_arrived_not_when_it_was_read() {
+    let server = Server::start(vec![Reply::json(200, "{}"), Reply::json(200, "{}")]);
+    let addr = server.url().trim_start_matches("http://").to_string();
+    // The first connection sends half a body: the accepting thread waits on it.
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\n\r\n{}")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    // The second request is complete in the socket, unread.
+    let mut waiting = TcpStream::connect(&addr).unwrap();
+    waiting
+        .write_all(b"POST /b HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+        .unwrap();
+    let sent = Instant::now();
+    std::thread::sleep(Duration::from_millis(200));
+    slow.write_all(b"  ").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.requests().len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the server did not read both requests"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let requests = server.requests();
+    let second = requests.iter().find(|r| r.path == "/b").unwrap();
+    assert!(second.arrived <= second.at);
+    let waited = second.at - second.arrived;
+    assert!(
+        waited >= Duration::from_millis(150),
+        "read {waited:?} after it arrived; it sat unread for 200 ms"
+    );
+    // The stamp is when it arrived: within a generous bound of the client's write.
+    let skew = if second.arrived > sent {
+        second.arrived - sent
+    } else {
+        sent - second.arrived
+    };
+    assert!(
+        skew < Duration::from_millis(100),
+        "stamped {skew:?} away from the write"
+    );
+    drop((slow, waiting));
 }
