@@ -133,13 +133,16 @@ pub(crate) fn looks_like_credential(value: &str) -> bool {
     let bytes = value.as_bytes();
     (0..bytes.len()).any(|at| {
         let rest = &bytes[at..];
-        match rest[0] {
-            // The first bytes of the shapes' prefixes; anything else starts none.
-            b's' | b'g' | b'x' | b'A' | b'r' => {
+        match (rest[0], rest.get(1).copied().unwrap_or(0)) {
+            // The first two bytes of the shapes' prefixes; anything else starts none.
+            (b's' | b'r', b'k')
+            | (b'g', b'h' | b'i' | b'l')
+            | (b'x', b'o')
+            | (b'A', b'K' | b'S' | b'I') => {
                 let starts_a_word = at == 0 || !is_word(bytes[at - 1]);
                 starts_a_word && SHAPES.iter().any(|shape| shape.matches(rest))
             }
-            b'-' => pem_private_key(rest),
+            (b'-', _) => pem_private_key(rest),
             _ => false,
         }
     })

@@ -16,14 +16,38 @@ use std::sync::Mutex;
 
 use crate::sync::lock;
 
-/// File system types backed by local storage or memory, which never wait on a network or
-/// on another process. Anything else (`nfs`, `cifs`, `fuse.*`, `9p`, `virtiofs`, `ceph`,
-/// `autofs`, …) may.
-const LOCAL_TYPES: &[&str] = &[
-    "ext2", "ext3", "ext4", "xfs", "btrfs", "bcachefs", "zfs", "f2fs", "jfs", "reiserfs", "nilfs2",
-    "tmpfs", "ramfs", "overlay", "squashfs", "erofs", "iso9660", "udf", "vfat", "msdos", "exfat",
-    "ntfs", "ntfs3", "hfsplus",
-];
+/// Whether a file system type is backed by local storage or memory, never waiting on a
+/// network or on another process. Anything else (`nfs`, `cifs`, `fuse.*`, `9p`,
+/// `virtiofs`, `ceph`, `autofs`, …) may.
+fn is_local_type(kind: &[u8]) -> bool {
+    matches!(
+        kind,
+        b"ext2"
+            | b"ext3"
+            | b"ext4"
+            | b"xfs"
+            | b"btrfs"
+            | b"bcachefs"
+            | b"zfs"
+            | b"f2fs"
+            | b"jfs"
+            | b"reiserfs"
+            | b"nilfs2"
+            | b"tmpfs"
+            | b"ramfs"
+            | b"overlay"
+            | b"squashfs"
+            | b"erofs"
+            | b"iso9660"
+            | b"udf"
+            | b"vfat"
+            | b"msdos"
+            | b"exfat"
+            | b"ntfs"
+            | b"ntfs3"
+            | b"hfsplus"
+    )
+}
 
 /// A table larger than this is not read (it would take milliseconds); its directories
 /// count as not local.
@@ -78,7 +102,8 @@ impl Table {
 
     fn reread(&mut self) -> io::Result<()> {
         self.file.seek(SeekFrom::Start(0))?;
-        let mut text = Vec::new();
+        // Room for a typical table at once: one read and the one that says it ended.
+        let mut text = Vec::with_capacity(16 * 1024);
         (&mut self.file)
             .take(MAX_TABLE + 1)
             .read_to_end(&mut text)?;
@@ -108,20 +133,22 @@ impl Table {
 fn parse(text: &[u8]) -> Vec<(PathBuf, bool)> {
     let mut mounts = Vec::new();
     for line in text.split(|&b| b == b'\n') {
-        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
-        let Some(point) = fields.get(4) else {
+        let mut fields = line.split(|&b| b == b' ');
+        let Some(point) = fields.nth(4) else {
             continue;
         };
-        let Some(dash) = fields.iter().position(|f| *f == b"-") else {
+        // The optional fields end at a lone `-`; the type follows it.
+        let Some(kind) = fields.skip_while(|f| *f != b"-").nth(1) else {
             continue;
         };
-        let Some(kind) = fields.get(dash + 1) else {
-            continue;
+        let point = if point.contains(&b'\\') {
+            unescape(point)
+        } else {
+            point.to_vec()
         };
-        let local = LOCAL_TYPES.iter().any(|t| t.as_bytes() == *kind);
         mounts.push((
-            PathBuf::from(std::ffi::OsString::from_vec(unescape(point))),
-            local,
+            PathBuf::from(std::ffi::OsString::from_vec(point)),
+            is_local_type(kind),
         ));
     }
     mounts
