@@ -8,7 +8,7 @@
 //! its idle keep-alive connection, and the provider's next request takes it: one TCP (and
 //! TLS) handshake per server instead of one per round. Statuses are
 //! not errors to ureq (`http_status_as_error(false)`): this module reads the body of a failed
-//! response (ureq decodes gzip) and lets the wire format classify it. Connect,
+//! response (gzip decoded here, see [`ResponseBody`]) and lets the wire format classify it. Connect,
 //! time-to-first-byte and stream-stall (`timeout_per_read`) timeouts come from
 //! [`HttpOptions`].
 //!
@@ -275,6 +275,13 @@ pub(crate) fn open(
         cancel.on_cancel(move || agent.shutdown())
     };
     let mut builder = agent.post(&http.url);
+    if !http
+        .headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("accept-encoding"))
+    {
+        builder = builder.header("accept-encoding", "gzip");
+    }
     for (name, value) in &http.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
@@ -305,14 +312,11 @@ pub(crate) fn open(
     }
     if !(200..300).contains(&status) {
         let headers = lowercase_headers(response.headers());
-        let mut body = String::new();
-        let read = response
-            .into_body()
-            .into_with_config()
-            .limit(ERROR_BODY_LIMIT)
-            .lossy_utf8(true)
-            .reader()
-            .read_to_string(&mut body);
+        let mut bytes = Vec::new();
+        let read = ResponseBody::of(response)
+            .take(ERROR_BODY_LIMIT)
+            .read_to_end(&mut bytes);
+        let body = String::from_utf8_lossy(&bytes);
         if cancel.is_cancelled() {
             return Err(aborted(&provider));
         }
@@ -329,7 +333,7 @@ pub(crate) fn open(
         }
         return Err(wire.classify_error(status, &headers, &body));
     }
-    let reader = response.into_body().into_reader();
+    let reader = ResponseBody::of(response);
     Ok(Box::new(HttpEventStream {
         provider,
         reader: Some(reader),
@@ -385,10 +389,56 @@ fn redirected(provider: &str, status: u16, headers: &ureq::http::HeaderMap) -> E
     .with_status(status)
 }
 
+/// A response's body as the wire format reads it: gzip decoded here (requests say
+/// `accept-encoding: gzip`), anything else as it came.
+///
+/// Not ureq's own decoding: its body reader makes room for the gzip decoder's state on the
+/// stack (a 53 KiB frame, touched in full by the stack probes for every response, compressed
+/// or not), which every worker thread reading a response then kept in its resident stack.
+/// Here the decoder is made on the heap, and only for a compressed body.
+enum ResponseBody {
+    Plain(ureq::BodyReader<'static>),
+    Gzip(Box<flate2::read::MultiGzDecoder<ureq::BodyReader<'static>>>),
+}
+
+impl ResponseBody {
+    fn of(response: ureq::http::Response<ureq::Body>) -> ResponseBody {
+        let gzip = response
+            .headers()
+            .get("content-encoding")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| {
+                let value = value.trim();
+                value.eq_ignore_ascii_case("gzip") || value.eq_ignore_ascii_case("x-gzip")
+            });
+        let reader = response.into_body().into_reader();
+        if gzip {
+            ResponseBody::gzip(reader)
+        } else {
+            ResponseBody::Plain(reader)
+        }
+    }
+
+    /// Out of line: the decoder's state is built in this frame before it moves to the heap.
+    #[inline(never)]
+    fn gzip(reader: ureq::BodyReader<'static>) -> ResponseBody {
+        ResponseBody::Gzip(Box::new(flate2::read::MultiGzDecoder::new(reader)))
+    }
+}
+
+impl Read for ResponseBody {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            ResponseBody::Plain(reader) => reader.read(buf),
+            ResponseBody::Gzip(reader) => reader.read(buf),
+        }
+    }
+}
+
 /// The live body of a streaming response, decoded as it is read.
 struct HttpEventStream {
     provider: String,
-    reader: Option<ureq::BodyReader<'static>>,
+    reader: Option<ResponseBody>,
     decoder: Box<dyn Decoder>,
     parser: sse::Parser,
     sse_events: Vec<sse::Event>,

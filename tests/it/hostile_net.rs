@@ -540,3 +540,53 @@ fn skipped_output_is_marked_for_a_reader_that_fell_behind() {
         .unwrap();
     assert!(end.contains("finished"), "TOOL_CALL_END keeps the tail");
 }
+
+/// Gzip, which the client decodes itself: requests ask for it; a compressed event stream
+/// (real deflate, and stored blocks) and a compressed error body decode; a body that says
+/// gzip but is not is a typed error, not a panic or a hang.
+#[test]
+fn gzip_responses_decode_and_a_false_one_is_a_typed_error() {
+    use std::io::Write as _;
+    let text = "compressed hello ".repeat(40);
+    let stream = crate::session_sse::anthropic_sse(&text, &[]);
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(stream.as_bytes()).unwrap();
+    let deflated = encoder.finish().unwrap();
+    assert!(
+        deflated.len() < stream.len() / 2,
+        "the stream is really compressed"
+    );
+    let server = Server::start(vec![
+        Reply::sse(deflated)
+            .header("content-encoding", "gzip")
+            .chunk(7),
+        Reply::sse(stream.clone()).gzip(),
+        Reply::json(
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"zipped complaint"}}"#,
+        )
+        .gzip(),
+        Reply::sse("event: message_start\ndata: {}\n\n").header("content-encoding", "gzip"),
+    ]);
+    let client =
+        support::anthropic_client(&server).with_retry_policy(agentloop::llm::RetryPolicy::none());
+    let request = crate::wire::request();
+    assert_eq!(client.complete(&request).unwrap().text(), text);
+    assert_eq!(client.complete(&request).unwrap().text(), text);
+    let refused = client.complete(&request).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidRequest, "{refused}");
+    assert!(
+        refused.to_string().contains("zipped complaint"),
+        "{refused}"
+    );
+    let started = Instant::now();
+    let broken = client.complete(&request).unwrap_err();
+    assert!(
+        matches!(broken.kind(), ErrorKind::Network | ErrorKind::Stream),
+        "{broken}"
+    );
+    assert!(started.elapsed() < GENEROUS);
+    for recorded in server.requests() {
+        assert_eq!(recorded.header("accept-encoding"), Some("gzip"));
+    }
+}
