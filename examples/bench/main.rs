@@ -92,31 +92,6 @@ fn machine() -> String {
     )
 }
 
-/// A socket that asks for receive stamps (`SO_TIMESTAMPNS`), open while the bench runs.
-///
-/// The loopback server stamps what it receives (`RecordedRequest::arrived`). The kernel
-/// turns receive stamping on with the first socket that asks and off after the last one
-/// closes, each time by patching its code on every CPU; a server per run did that twice
-/// per run, during the runs measured (abort → `SESSION_END` of a stalled stream measured
-/// 0.14–0.17 ms with it, 0.10 ms without). With this socket open the stamping stays on:
-/// a clock read per packet received, nothing else.
-fn keep_receive_stamps_on() -> Option<std::net::UdpSocket> {
-    use std::os::fd::AsRawFd;
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
-    let on: libc::c_int = 1;
-    // SAFETY: a valid socket descriptor and an int option of the size given.
-    let set = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    (set == 0).then_some(socket)
-}
-
 fn main() {
     let mut args = std::env::args().skip(1);
     let wanted: Vec<String> = args.by_ref().take(1).collect();
@@ -142,7 +117,6 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let _stamping = keep_receive_stamps_on();
     let mut rows = Vec::new();
     for (name, run) in SECTIONS {
         if wanted.is_empty() || wanted.iter().any(|w| w == name) {
