@@ -65,8 +65,13 @@ impl StdioChild {
         if let Some(cwd) = spec.cwd {
             command.current_dir(cwd);
         }
+        super::open_files::restore_for(&mut command);
         let mut child = command.spawn().map_err(|e| {
-            io::Error::new(e.kind(), format!("failed to spawn `{}`: {e}", spec.program))
+            let why = super::open_files::explain(&e);
+            io::Error::new(
+                e.kind(),
+                format!("failed to spawn `{}`: {why}", spec.program),
+            )
         })?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();

@@ -16,7 +16,8 @@
 //!    blocked all signals around the clone, and the child unblocks them only at the end;
 //! 2. its own process group (`setpgid(0, 0)`);
 //! 3. the three standard descriptors;
-//! 4. the working directory;
+//! 4. the working directory, and the host's own limit on open descriptors when the
+//!    library raised it (`open_files.rs`);
 //! 5. the sandbox ([`spawn::apply`]), the mount namespace already made by the clone flags;
 //! 6. an empty signal mask, then `execve`.
 //!
@@ -31,6 +32,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use super::open_files;
 use super::sandbox::spawn::{self, Hook};
 
 /// The child's stack: it holds the frames of [`child_main`] and [`spawn::apply`] only.
@@ -80,6 +82,8 @@ struct Shared {
     /// Descriptors for the child's stdin, stdout and stderr (all ≥ 3).
     fds: [libc::c_int; 3],
     sandbox: Option<Hook>,
+    /// The host's own open-descriptor limit, when the library raised it.
+    open_files: Option<libc::rlimit>,
     step: AtomicI32,
     errno: AtomicI32,
 }
@@ -174,6 +178,7 @@ pub(crate) fn launch(spec: &Launch<'_>) -> io::Result<Launched> {
         cwd: cwd.as_ptr(),
         fds: [0, 1, 2].map(|i| child_fds[i].as_raw_fd()),
         sandbox: spec.sandbox,
+        open_files: open_files::before(),
         step: AtomicI32::new(0),
         errno: AtomicI32::new(0),
     };
@@ -387,6 +392,9 @@ unsafe fn start_child(shared: &Shared) -> libc::c_int {
         }
         if libc::chdir(shared.cwd) < 0 {
             return 3;
+        }
+        if let Some(limit) = &shared.open_files {
+            open_files::restore_in_child(limit);
         }
         if let Some(hook) = shared.sandbox
             && spawn::apply(hook).is_err()

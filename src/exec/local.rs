@@ -130,6 +130,10 @@ impl LocalExecutionEnvironment {
     /// directory ([`io::ErrorKind::NotADirectory`]), with a message naming it: every
     /// command would fail there, so the mistake is reported once, here.
     ///
+    /// Like [`Session::new`](crate::session::Session::new), the first one raises the
+    /// process's soft limit on open descriptors to its hard limit; the commands it starts
+    /// get the host's own limit back.
+    ///
     /// ```
     /// use agentloop::exec::LocalExecutionEnvironment;
     /// let err = LocalExecutionEnvironment::new("/no/such/directory").unwrap_err();
@@ -160,6 +164,7 @@ impl LocalExecutionEnvironment {
                 ));
             }
         }
+        super::open_files::raise();
         let base_env: BTreeMap<String, String> = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();

@@ -21,6 +21,7 @@ mod forward;
 mod launch;
 mod local;
 mod mounts;
+pub(crate) mod open_files;
 mod process;
 mod pump;
 mod redact;

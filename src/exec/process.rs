@@ -127,7 +127,8 @@ pub(crate) fn run(
     })
     .map_err(|e| {
         let shell = shell().to_string_lossy();
-        io::Error::new(e.kind(), format!("failed to spawn `{shell}`: {e}"))
+        let why = super::open_files::explain(&e);
+        io::Error::new(e.kind(), format!("failed to spawn `{shell}`: {why}"))
     })?;
     let mut group = Group::new(child.pid);
     let input = child.stdin;

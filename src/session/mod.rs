@@ -175,6 +175,11 @@ impl Session {
     /// the system prompt once, when it starts ([`ProviderProfile::capture_environment`]).
     /// With `config.max_subagent_depth` 0 the profile's subagent tools are removed.
     ///
+    /// The first session of the process raises its soft limit on open descriptors
+    /// (`RLIMIT_NOFILE`) to the hard limit, so that hundreds of sessions at once do not run
+    /// out; every process the library starts gets the host's own limit back (see
+    /// "Open descriptors" in ARCHITECTURE.md).
+    ///
     /// Fails with a configuration error if no provider of `client` answers the profile's
     /// id, with an I/O error if the thread cannot be started, and with an I/O error if
     /// [`SessionConfig::transcript_path`] is set and the file cannot be created (it must
@@ -201,6 +206,7 @@ impl Session {
         forward: Option<Forward>,
     ) -> Result<Session> {
         check_provider(&client, &profile)?;
+        crate::exec::open_files::raise();
         let id = new_session_id();
         let transcript = match (&config.transcript_path, &forward) {
             (Some(path), None) => {

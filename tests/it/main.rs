@@ -26,6 +26,7 @@ mod invariants;
 mod keepalive;
 mod llamacpp;
 mod mcp;
+mod open_files;
 mod openai;
 mod openai_chat;
 mod parity;

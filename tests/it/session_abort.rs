@@ -214,24 +214,5 @@ fn thread_count_child() {
 
 #[test]
 fn no_thread_outlives_a_dropped_session() {
-    let exe = std::env::current_exe().unwrap();
-    let output = std::process::Command::new(exe)
-        .args([
-            "session_abort::thread_count_child",
-            "--exact",
-            "--ignored",
-            "--test-threads=1",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "child failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        stdout.contains("1 passed"),
-        "the child ran the check:\n{stdout}"
-    );
+    crate::support::run_ignored_alone("session_abort::thread_count_child");
 }

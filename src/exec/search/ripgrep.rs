@@ -23,7 +23,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::matcher::MAX_LINE;
-use crate::exec::GrepMatch;
+use crate::exec::{GrepMatch, open_files};
 
 /// The data memory (`RLIMIT_DATA`) a ripgrep child may use.
 const RG_DATA_LIMIT: u64 = 256 * 1024 * 1024;
@@ -69,14 +69,15 @@ fn is_executable(path: &Path) -> bool {
 
 /// Whether `rg --version` answers within a few seconds with a version we can drive.
 fn supported(rg: &Path) -> bool {
-    let Ok(mut child) = Command::new(rg)
+    let mut command = Command::new(rg);
+    command
         .arg("--version")
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-    else {
+        .stderr(Stdio::null());
+    open_files::restore_for(&mut command);
+    let Ok(mut child) = command.spawn() else {
         return false;
     };
     let exited =
@@ -182,6 +183,7 @@ pub(crate) fn grep(rg: &Path, root: &Path, search: &Search<'_>) -> Result<Vec<Gr
     // ripgrep holds a whole line in memory (a 300 MB line costs it over 400 MB): past the
     // cap it fails, and the in-process search, which holds at most `MAX_LINE`, takes over.
     crate::exec::process::limit_child_data(&mut command, RG_DATA_LIMIT);
+    open_files::restore_for(&mut command);
     let mut child = command.spawn().map_err(Failure::Io)?;
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         stop(&mut child);

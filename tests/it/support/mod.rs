@@ -48,6 +48,28 @@ pub fn fast_retries() -> RetryPolicy {
         .with_jitter(false)
 }
 
+/// Runs the ignored test `name` (its full path) alone in a child process of this test
+/// binary, for a check that changes something process-wide (a limit, the thread count);
+/// asserts that it ran and passed.
+pub fn run_ignored_alone(name: &str) {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            name,
+            "--exact",
+            "--ignored",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "the child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// A client with `provider` and [`fast_retries`].
 pub fn client_for(provider: impl Provider + 'static) -> Client {
     Client::new()
