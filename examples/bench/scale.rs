@@ -2,7 +2,9 @@
 //! each with the scripted model and 20 real shell rounds, its events consumed as they come
 //! by a few host threads (round-robin, `try_next`). Reports wall time, peak RSS and
 //! threads (sampled from `/proc/self/status`), what is left after every session drops
-//! (threads, RSS, child processes) and failures.
+//! (threads, RSS, child processes, and how much of the heap is still in use against what
+//! the allocator holds) and failures; then the same N again in the same process, to show
+//! whether the memory the first wave left behind is reused.
 //! Measures; never asserts.
 
 use std::sync::Arc;
@@ -133,11 +135,20 @@ fn consume(mut share: Vec<Reading>) -> usize {
     share.iter().filter(|r| r.ended == Some(true)).count()
 }
 
-pub fn run() -> Vec<Row> {
-    let n = *SESSIONS.get_or_init(|| DEFAULT_SESSIONS);
-    let dir = tempfile::tempdir().unwrap();
-    let threads_before = status("Threads:");
-    let rss_before = status("VmRSS:");
+/// What one wave of N sessions measured.
+struct Wave {
+    wall: Duration,
+    completed: usize,
+    peak_threads: usize,
+    peak_children: usize,
+    dropped: Duration,
+    threads_after: u64,
+    children_after: usize,
+    rss_after: u64,
+}
+
+/// Runs `n` sessions at once until all ended, then drops them all.
+fn wave(n: usize, dir: &std::path::Path) -> Wave {
     let peak_threads = AtomicUsize::new(0);
     let peak_children = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
@@ -157,7 +168,7 @@ pub fn run() -> Vec<Row> {
             })
             .unwrap();
         for _ in 0..n {
-            let (session, events) = session(dir.path());
+            let (session, events) = session(dir);
             session.submit("run the rounds").unwrap();
             live.push((session, Some(events)));
         }
@@ -188,18 +199,63 @@ pub fn run() -> Vec<Row> {
         wall = started.elapsed();
         done.store(true, Ordering::SeqCst);
     });
-    let peak_rss = status("VmHWM:");
-    let peak_virtual = status("VmPeak:");
     let dropping = Instant::now();
     drop(live);
     let dropped = dropping.elapsed();
     // Give exited threads a moment to leave /proc (joined threads are gone already).
     thread::sleep(Duration::from_millis(100));
-    let threads_after = status("Threads:");
-    let rss_after = status("VmRSS:");
-    let children_after = children();
-    let completed = completed.load(Ordering::SeqCst);
-    let peak_threads = peak_threads.load(Ordering::SeqCst);
+    Wave {
+        wall,
+        completed: completed.load(Ordering::SeqCst),
+        peak_threads: peak_threads.load(Ordering::SeqCst),
+        peak_children: peak_children.load(Ordering::SeqCst),
+        dropped,
+        threads_after: status("Threads:"),
+        children_after: children(),
+        rss_after: status("VmRSS:"),
+    }
+}
+
+/// The heap the allocator has handed out and still holds for this process, in KiB
+/// (glibc's `mallinfo2`, summed over its arenas: `uordblks` in use; `arena` + `hblkhd`
+/// obtained from the system).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn heap() -> Option<(u64, u64)> {
+    // SAFETY: mallinfo2 takes no arguments and returns a plain struct.
+    let info = unsafe { libc::mallinfo2() };
+    Some((
+        info.uordblks as u64 / 1024,
+        (info.arena + info.hblkhd) as u64 / 1024,
+    ))
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn heap() -> Option<(u64, u64)> {
+    None
+}
+
+pub fn run() -> Vec<Row> {
+    let n = *SESSIONS.get_or_init(|| DEFAULT_SESSIONS);
+    let dir = tempfile::tempdir().unwrap();
+    let threads_before = status("Threads:");
+    let rss_before = status("VmRSS:");
+    let first = wave(n, dir.path());
+    let peak_rss = status("VmHWM:");
+    let peak_virtual = status("VmPeak:");
+    let heap_after = heap();
+    // The same again in the same process: is the memory the first wave left reused?
+    let second = wave(n, dir.path());
+    let peak_rss_second = status("VmHWM:");
+    let Wave {
+        wall,
+        completed,
+        peak_threads,
+        peak_children,
+        dropped,
+        threads_after,
+        children_after,
+        rss_after,
+    } = first;
     // The host's own threads at the peak: main, the sampler and the consumers.
     let host_threads = threads_before as usize + 1 + CONSUMERS;
     let mib = |kib: u64| kib as f64 / 1024.0;
@@ -245,11 +301,7 @@ pub fn run() -> Vec<Row> {
             ),
             "≤ 2 at 300",
         ),
-        row(
-            "peak child processes",
-            peak_children.load(Ordering::SeqCst).to_string(),
-            "",
-        ),
+        row("peak child processes", peak_children.to_string(), ""),
         row(
             "dropping all sessions",
             format!("{:.0} ms", dropped.as_secs_f64() * 1e3),
@@ -260,6 +312,39 @@ pub fn run() -> Vec<Row> {
             format!("{threads_after} ({threads_before}), {children_after}"),
             "same as before, 0",
         ),
-        row("after drop: RSS", format!("{:.1} MiB", mib(rss_after)), ""),
+        row(
+            "after drop: RSS; heap in use / held by malloc (mallinfo2)",
+            match heap_after {
+                Some((used, held)) => format!(
+                    "{:.1} MiB; {:.1} / {:.1} MiB",
+                    mib(rss_after),
+                    mib(used),
+                    mib(held)
+                ),
+                None => format!("{:.1} MiB", mib(rss_after)),
+            },
+            "",
+        ),
+        row(
+            format!("a second wave of {n} in the same process: wall; failed"),
+            format!(
+                "{:.2} s; {}",
+                second.wall.as_secs_f64(),
+                n - second.completed
+            ),
+            "",
+        ),
+        row(
+            "  its peak RSS (VmHWM, the first wave's beside it); after drop: RSS, threads, children",
+            format!(
+                "{:.1} MiB ({:.1}); {:.1} MiB, {}, {}",
+                mib(peak_rss_second),
+                mib(peak_rss),
+                mib(second.rss_after),
+                second.threads_after,
+                second.children_after
+            ),
+            "",
+        ),
     ]
 }
