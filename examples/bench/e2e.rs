@@ -124,13 +124,7 @@ struct Sample {
 
 /// CLOCK_MONOTONIC now, in ns: what [`Instant`] reads on Linux, printable across processes.
 fn monotonic_ns() -> i64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid, writable timespec for the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec * 1_000_000_000 + now.tv_nsec
+    crate::server::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// An [`Instant`] of this process as CLOCK_MONOTONIC ns.

@@ -4,7 +4,6 @@
 
 use std::io::ErrorKind;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use agentloop::CancelToken;
@@ -101,66 +100,51 @@ fn a_command_with_a_nul_byte_is_refused_before_anything_starts() {
     assert!(!dir.path().join("made").exists());
 }
 
-const CLOSED_STDIO_CHILD: &str = "AGENTLOOP_TEST_CLOSED_STDIO_CHILD";
-
 /// With fds 0, 1 and 2 closed, the pipes for the command land on them: the launcher must
 /// move the child's ends above 2 before putting them in place (`dup2(1, 1)` would leave
 /// the command's stdout close-on-exec). Runs in a copy of this test binary, because it
 /// closes the process's own standard descriptors.
 #[test]
 fn a_host_with_its_standard_descriptors_closed_still_gets_the_commands_output() {
-    if std::env::var_os(CLOSED_STDIO_CHILD).is_some() {
-        let dir = tempfile::tempdir().unwrap();
-        let envs = environments(dir.path());
-        // SAFETY: dup/close/dup2 on the process's own standard descriptors; this copy of
-        // the test binary runs this one test, and nothing prints until they are back.
-        let saved = [0, 1, 2].map(|fd| unsafe { libc::dup(fd) });
-        unsafe {
-            for fd in 0..3 {
-                libc::close(fd);
-            }
+    crate::support::run_ignored_alone("exec_launch::closed_stdio_child");
+}
+
+#[test]
+#[ignore = "run in a child process by a_host_with_its_standard_descriptors_closed_still_gets_the_commands_output"]
+fn closed_stdio_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let envs = environments(dir.path());
+    // SAFETY: dup/close/dup2 on the process's own standard descriptors; this copy of
+    // the test binary runs this one test, and nothing prints until they are back.
+    let saved = [0, 1, 2].map(|fd| unsafe { libc::dup(fd) });
+    unsafe {
+        for fd in 0..3 {
+            libc::close(fd);
         }
-        let request = CommandRequest::new(
-            "echo out; echo err >&2; cat; echo end",
-            Duration::from_secs(20),
-        );
-        let results: Vec<(&str, std::io::Result<ExecResult>)> = envs
-            .iter()
-            .map(|(name, env)| {
-                (
-                    *name,
-                    env.exec_command(&request, &|_, _| {}, &CancelToken::new()),
-                )
-            })
-            .collect();
-        unsafe {
-            for (fd, copy) in saved.into_iter().enumerate() {
-                libc::dup2(copy, fd as libc::c_int);
-                libc::close(copy);
-            }
-        }
-        for (name, result) in results {
-            let result = result.unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(result.stdout, "out\nend\n", "{name}: {result:?}");
-            assert_eq!(result.stderr, "err\n", "{name}: {result:?}");
-            assert_eq!(result.exit_code, Some(0), "{name}");
-        }
-        return;
     }
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "exec_launch::a_host_with_its_standard_descriptors_closed_still_gets_the_commands_output",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env(CLOSED_STDIO_CHILD, "1")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && text.contains("1 passed"),
-        "{text}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let request = CommandRequest::new(
+        "echo out; echo err >&2; cat; echo end",
+        Duration::from_secs(20),
     );
+    let results: Vec<(&str, std::io::Result<ExecResult>)> = envs
+        .iter()
+        .map(|(name, env)| {
+            (
+                *name,
+                env.exec_command(&request, &|_, _| {}, &CancelToken::new()),
+            )
+        })
+        .collect();
+    unsafe {
+        for (fd, copy) in saved.into_iter().enumerate() {
+            libc::dup2(copy, fd as libc::c_int);
+            libc::close(copy);
+        }
+    }
+    for (name, result) in results {
+        let result = result.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(result.stdout, "out\nend\n", "{name}: {result:?}");
+        assert_eq!(result.stderr, "err\n", "{name}: {result:?}");
+        assert_eq!(result.exit_code, Some(0), "{name}");
+    }
 }
