@@ -132,7 +132,8 @@ impl LocalExecutionEnvironment {
     ///
     /// Like [`Session::new`](crate::session::Session::new), the first one raises the
     /// process's soft limit on open descriptors to its hard limit; the commands it starts
-    /// get the host's own limit back.
+    /// get the host's own limit back. [`keep_open_file_limit`](Self::keep_open_file_limit)
+    /// turns that off.
     ///
     /// ```
     /// use agentloop::exec::LocalExecutionEnvironment;
@@ -183,6 +184,20 @@ impl LocalExecutionEnvironment {
             sandbox: None,
             canonical_dir: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Keeps the process's own soft limit on open descriptors (`RLIMIT_NOFILE`): no
+    /// [`Session::new`](crate::session::Session::new) or [`new`](Self::new) raises it after
+    /// this call, and a raise one of them already made is undone, unless the host has
+    /// changed the limit since.
+    ///
+    /// For a host with code of its own that uses `select(2)`, whose descriptor sets hold
+    /// only descriptors below 1,024: with the limit raised, a process running many sessions
+    /// holds descriptors above that. Without the raise, many sessions at once can fail to
+    /// start their commands (`EMFILE`, with the limit named in the error); see "Open
+    /// descriptors" in ARCHITECTURE.md.
+    pub fn keep_open_file_limit() {
+        super::open_files::keep();
     }
 
     /// Runs commands and the file tools' writes under `sandbox` (see [`Sandbox`] for what

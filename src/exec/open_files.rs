@@ -15,10 +15,17 @@
 //! servers, `ssh`) gets the soft limit the host had, set again in the child before it
 //! execs, so a program that sizes a table by the limit or uses `select(2)` behaves as it
 //! would have without the agent.
+//!
+//! The host's own code is not covered: once the process holds more than 1,024 descriptors,
+//! a library of the host's that still uses `select(2)` (whose sets hold descriptors below
+//! 1,024 only) would fail or overrun. A host that cannot rule that out calls
+//! [`keep`] (`LocalExecutionEnvironment::keep_open_file_limit`): no raise happens after it,
+//! and one already made is undone.
 
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
 /// The highest soft limit set (the kernel's default `nr_open`): far more than a thousand
@@ -26,21 +33,32 @@ use std::sync::{Once, OnceLock};
 const CEILING: libc::rlim_t = 1 << 20;
 
 static RAISE: Once = Once::new();
-/// The limit before the raise (soft, hard), when the raise changed it.
-static BEFORE: OnceLock<libc::rlimit> = OnceLock::new();
+/// The limit before the raise (soft, hard), when the raise changed it, and the soft limit
+/// it set.
+static BEFORE: OnceLock<(libc::rlimit, libc::rlim_t)> = OnceLock::new();
+/// Set by [`keep`]: the host keeps its own limit.
+static KEEP: AtomicBool = AtomicBool::new(false);
+
+/// The process's limit on open descriptors now; `None` when it cannot be read.
+fn current() -> Option<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit into `limit`, valid for the call.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit)
+}
 
 /// Raises the soft limit on open descriptors (see the module documentation); at most once
-/// per process, and a failure leaves the limit as it was.
+/// per process, never after [`keep`], and a failure leaves the limit as it was.
 pub(crate) fn raise() {
     RAISE.call_once(|| {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes the limit into `limit`, valid for the call.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        if KEEP.load(Ordering::SeqCst) {
             return;
         }
+        let Some(limit) = current() else {
+            return;
+        };
         let target = limit.rlim_max.min(CEILING);
         if limit.rlim_cur >= target {
             return;
@@ -52,14 +70,42 @@ pub(crate) fn raise() {
         // SAFETY: setrlimit reads `raised`, valid for the call; raising the soft limit up
         // to the hard one needs no privilege.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            let _ = BEFORE.set(limit);
+            let _ = BEFORE.set((limit, target));
         }
     });
 }
 
-/// The limit a child is to get back: the host's own, when [`raise`] changed it.
+/// No raise from now on, and the host's own soft limit back if [`raise`] changed it and
+/// nothing has changed it since (a limit the host set after the raise is its own choice
+/// and stays).
+pub(crate) fn keep() {
+    KEEP.store(true, Ordering::SeqCst);
+    // Waits for a raise under way on another thread, and makes any later call a no-op.
+    RAISE.call_once(|| {});
+    let (Some(&(before, raised_to)), Some(now)) = (BEFORE.get(), current()) else {
+        return;
+    };
+    if now.rlim_cur != raised_to {
+        return;
+    }
+    let back = libc::rlimit {
+        rlim_cur: before.rlim_cur.min(now.rlim_max),
+        rlim_max: now.rlim_max,
+    };
+    // SAFETY: setrlimit reads `back`, valid for the call; lowering the soft limit needs no
+    // privilege.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_NOFILE, &back);
+    }
+}
+
+/// The limit a child is to get back: the host's own, when [`raise`] changed it and the
+/// host has not called [`keep`] since.
 pub(crate) fn before() -> Option<libc::rlimit> {
-    BEFORE.get().copied()
+    if KEEP.load(Ordering::SeqCst) {
+        return None;
+    }
+    BEFORE.get().map(|&(limit, _)| limit)
 }
 
 /// Sets `limit` as the calling process's open-descriptor limit; for a child between its
@@ -79,14 +125,9 @@ pub(crate) fn explain(err: &io::Error) -> String {
     if err.raw_os_error() != Some(libc::EMFILE) {
         return err.to_string();
     }
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the limit into `limit`, valid for the call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+    let Some(limit) = current() else {
         return err.to_string();
-    }
+    };
     format!(
         "{err}: this process may have {} open descriptors (RLIMIT_NOFILE, hard limit {}); \
          run fewer sessions at once or raise the hard limit",

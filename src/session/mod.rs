@@ -179,6 +179,8 @@ impl Session {
     /// (`RLIMIT_NOFILE`) to the hard limit, so that hundreds of sessions at once do not run
     /// out; every process the library starts gets the host's own limit back (see
     /// "Open descriptors" in ARCHITECTURE.md).
+    /// [`LocalExecutionEnvironment::keep_open_file_limit`](crate::exec::LocalExecutionEnvironment::keep_open_file_limit)
+    /// turns that off.
     ///
     /// Fails with a configuration error if no provider of `client` answers the profile's
     /// id, with an I/O error if the thread cannot be started, and with an I/O error if

@@ -262,3 +262,72 @@ fn short_of_descriptors_child() {
 fn a_command_short_of_descriptors_fails_naming_the_limit() {
     run_ignored_alone("open_files::short_of_descriptors_child");
 }
+
+/// A session whose one command prints its soft limit (`ulimit -Sn`), run to its end.
+fn printed_limit(dir: &std::path::Path) -> Vec<Result<String, String>> {
+    let session = shell_session(
+        LocalExecutionEnvironment::new(dir).unwrap(),
+        vec![
+            ScriptedTurn::tool_call("shell", json!({ "command": "ulimit -Sn" })),
+            ScriptedTurn::text("done"),
+        ],
+    );
+    session.submit("go").unwrap();
+    shell_outputs(&session)
+}
+
+#[test]
+#[ignore = "run in a child process by a_host_that_keeps_its_limit_before_the_first_session_keeps_it"]
+fn kept_before_the_first_session_child() {
+    if !lower_soft_limit(200) {
+        return;
+    }
+    LocalExecutionEnvironment::keep_open_file_limit();
+    let dir = tempfile::tempdir().unwrap();
+    assert_limit_printed(&printed_limit(dir.path()));
+    assert_eq!(limit().rlim_cur, 200, "no session raised the limit");
+}
+
+#[test]
+fn a_host_that_keeps_its_limit_before_the_first_session_keeps_it() {
+    run_ignored_alone("open_files::kept_before_the_first_session_child");
+}
+
+#[test]
+#[ignore = "run in a child process by a_raise_already_made_is_undone_when_the_host_keeps_its_limit"]
+fn kept_after_a_raise_child() {
+    if !lower_soft_limit(200) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    drop(LocalExecutionEnvironment::new(dir.path()).unwrap());
+    assert!(limit().rlim_cur > 200, "the first environment raised it");
+    LocalExecutionEnvironment::keep_open_file_limit();
+    assert_eq!(limit().rlim_cur, 200, "the host's own limit is back");
+    assert_limit_printed(&printed_limit(dir.path()));
+    assert_eq!(limit().rlim_cur, 200, "a later session raised nothing");
+}
+
+#[test]
+fn a_raise_already_made_is_undone_when_the_host_keeps_its_limit() {
+    run_ignored_alone("open_files::kept_after_a_raise_child");
+}
+
+#[test]
+#[ignore = "run in a child process by a_limit_the_host_set_after_the_raise_stays_when_it_keeps_its_limit"]
+fn host_set_after_the_raise_child() {
+    if !lower_soft_limit(200) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    drop(LocalExecutionEnvironment::new(dir.path()).unwrap());
+    assert!(limit().rlim_cur > 300, "the first environment raised it");
+    assert!(lower_soft_limit(300));
+    LocalExecutionEnvironment::keep_open_file_limit();
+    assert_eq!(limit().rlim_cur, 300, "the host's later choice stays");
+}
+
+#[test]
+fn a_limit_the_host_set_after_the_raise_stays_when_it_keeps_its_limit() {
+    run_ignored_alone("open_files::host_set_after_the_raise_child");
+}
