@@ -141,13 +141,8 @@ fn parse(text: &[u8]) -> Vec<(PathBuf, bool)> {
         let Some(kind) = fields.skip_while(|f| *f != b"-").nth(1) else {
             continue;
         };
-        let point = if point.contains(&b'\\') {
-            unescape(point)
-        } else {
-            point.to_vec()
-        };
         mounts.push((
-            PathBuf::from(std::ffi::OsString::from_vec(point)),
+            PathBuf::from(std::ffi::OsString::from_vec(unescape(point))),
             is_local_type(kind),
         ));
     }
@@ -156,6 +151,9 @@ fn parse(text: &[u8]) -> Vec<(PathBuf, bool)> {
 
 /// `\NNN` (three octal digits) to its byte; anything else as it is.
 fn unescape(field: &[u8]) -> Vec<u8> {
+    if !field.contains(&b'\\') {
+        return field.to_vec();
+    }
     let mut out = Vec::with_capacity(field.len());
     let mut i = 0;
     while i < field.len() {

@@ -6,10 +6,10 @@
 //! than the soft limit most systems start a process with (1,024, under a hard limit that
 //! is usually far higher). At a soft limit of 1,024 (hard 20,000) the `scale` bench lost 25
 //! and 4 of 1,000 sessions in two runs, their commands failing to start with `EMFILE`.
-//! So the first session (or local execution
-//! environment) raises the soft limit to the hard limit, capped at [`CEILING`], once per
-//! process; the hard limit is never touched, and a soft limit already that high is left
-//! alone. This is what the Go runtime does at start-up for the same reason.
+//! So the first session (or local execution environment) raises the soft limit to the
+//! hard limit, capped at [`CEILING`], once per process; the hard limit is never touched,
+//! and a soft limit already that high is left alone. This is what the Go runtime does at
+//! start-up for the same reason.
 //!
 //! A raised limit stays ours: every process the library starts (commands, `rg`, MCP
 //! servers, `ssh`) gets the soft limit the host had, set again in the child before it
