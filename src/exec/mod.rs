@@ -2,7 +2,13 @@
 //!
 //! Every file and process operation of the tools goes through this trait, so a host can run
 //! the same agent in a container, over SSH or in memory by implementing it. This module is
-//! the only place in the crate that spawns processes (`process.rs`) or uses `unsafe`.
+//! the only place in the crate that spawns processes (`process/`) or uses `unsafe`.
+//!
+//! Here: the trait, its value types, the forwarding macro and the wrappers. Beside them,
+//! one folder per part: `local/` (the local implementation: files, environment filtering,
+//! redaction, the mount table), `process/` (one command in its own process group, the
+//! clone that starts it, long-lived stdio children, the descriptor limit), `sandbox/`,
+//! `search/` (grep and glob) and `remote/` (tools on other machines).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -12,19 +18,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::cancel::CancelToken;
 
-// The MCP client and the remote execution environment (this round) start their children here.
-#[allow(dead_code)]
-pub(crate) mod child;
-mod env;
-mod files;
 mod forward;
-mod launch;
 mod local;
-mod mounts;
-pub(crate) mod open_files;
-mod process;
-mod pump;
-mod redact;
+pub(crate) mod process;
 pub mod remote;
 mod sandbox;
 mod search;

@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::connection::{Connection, Inbound, Outbound};
 use super::{McpServer, lock};
 use crate::cancel::CancelToken;
-use crate::exec::child::{StdioChild, StdioChildSpec, stdout_readable};
+use crate::exec::process::child::{StdioChild, StdioChildSpec, stdout_readable};
 
 /// The longest line (one JSON-RPC message) read from a server: 64 MiB.
 pub(crate) const MAX_LINE: usize = 64 * 1024 * 1024;
@@ -96,7 +96,7 @@ impl Outbound for StdioTransport {
 /// Starts `server`'s command and returns the connection over its pipes (before any
 /// handshake).
 pub(crate) fn connect(server: &McpServer, command: &str) -> io::Result<Connection> {
-    let mut env = crate::exec::child::core_environment();
+    let mut env = crate::exec::process::child::core_environment();
     env.extend(server.env.clone());
     let mut child = StdioChild::spawn(&StdioChildSpec {
         program: command,

@@ -208,7 +208,7 @@ impl Session {
         forward: Option<Forward>,
     ) -> Result<Session> {
         check_provider(&client, &profile)?;
-        crate::exec::open_files::raise();
+        crate::exec::process::open_files::raise();
         let id = new_session_id();
         let transcript = match (&config.transcript_path, &forward) {
             (Some(path), None) => {

@@ -1,4 +1,4 @@
-//! How a command is started (`exec/launch.rs`: a clone sharing the agent's memory until
+//! How a command is started (`exec/process/launch.rs`: a clone sharing the agent's memory until
 //! `execve`, the sandbox applied in the child): what the command inherits, with and
 //! without the sandbox, and a host whose standard descriptors are closed.
 

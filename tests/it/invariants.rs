@@ -139,8 +139,8 @@ fn the_process_environment_is_read_only_where_documented() {
     // filtered), the ripgrep lookup on PATH and the core variables MCP servers start with.
     let allowed = [
         "src/llm/client.rs",
-        "src/exec/local.rs",
-        "src/exec/child.rs",
+        "src/exec/local/mod.rs",
+        "src/exec/process/child.rs",
         "src/exec/search/ripgrep.rs",
         // The transport process's environment (filtered like commands').
         "src/exec/remote/mod.rs",

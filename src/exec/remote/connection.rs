@@ -21,7 +21,7 @@ use super::RemoteError;
 use super::protocol::{self, Line, MAX_LINE};
 use crate::base64::decode as decode_base64;
 use crate::exec::OutputStream;
-use crate::exec::child::{StdioChild, StdioChildSpec};
+use crate::exec::process::child::{StdioChild, StdioChildSpec};
 
 /// How long a closed connection waits for the server to exit on its own (it ends its
 /// running commands first) before its group is terminated.

@@ -26,8 +26,9 @@ use serde_json::{Value, json};
 use self::codec::*;
 use self::connection::{Connection, Incoming};
 use self::protocol::{FULL_ACCESS, PROTOCOL_VERSION};
-use super::child::StdioChildSpec;
-use super::{EnvPolicy, LocalExecutionEnvironment, env};
+use super::local::env;
+use super::process::child::StdioChildSpec;
+use super::{EnvPolicy, LocalExecutionEnvironment};
 use crate::base64::encode as encode_base64;
 
 pub use server::SERVER_NAME;

@@ -1,7 +1,7 @@
 //! Applying an [`Active`] sandbox to one command: everything is prepared in the parent
 //! before the child is cloned ([`Prepared`]: the Landlock ruleset as a descriptor, the BPF
 //! program, the paths to mount read-only as C strings), and the child, between the clone
-//! and `exec` (`exec/launch.rs`), makes only raw syscalls (async-signal-safe: no
+//! and `exec` (`exec/process/launch.rs`), makes only raw syscalls (async-signal-safe: no
 //! allocation, no lock).
 //!
 //! Order in the child: read-only bind mounts of the protected paths in the private mount
@@ -64,7 +64,7 @@ impl Prepared {
         let ruleset = if active.abi > 0 {
             // Above 2: the child puts its standard descriptors on 0–2 before it applies the
             // ruleset (a host with closed stdio would get it on one of them).
-            Some(super::super::launch::above_stdio(landlock::build(
+            Some(crate::exec::process::launch::above_stdio(landlock::build(
                 &landlock::Rules {
                     abi: active.abi,
                     writable: &active.writable,
@@ -137,7 +137,8 @@ fn namespace_flags() -> (libc::c_int, Option<(CString, CString)>) {
 /// Whether a child can be cloned into a private mount namespace (probed once per process).
 pub(crate) fn mount_namespace_available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| super::super::launch::namespaces_available(namespace_flags().0))
+    *AVAILABLE
+        .get_or_init(|| crate::exec::process::launch::namespaces_available(namespace_flags().0))
 }
 
 fn check(r: libc::c_long) -> io::Result<()> {

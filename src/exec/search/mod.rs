@@ -30,7 +30,7 @@ use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::SystemTime;
 
-use super::files::open_regular;
+use super::local::files::open_regular;
 use super::{GrepBackend, GrepMatch, GrepOptions, GrepOutput};
 use globs::Glob;
 use ignore::GlobFilter;

@@ -23,7 +23,8 @@ use std::thread;
 use std::time::Duration;
 
 use super::matcher::MAX_LINE;
-use crate::exec::{GrepMatch, open_files};
+use crate::exec::GrepMatch;
+use crate::exec::process::open_files;
 
 /// The data memory (`RLIMIT_DATA`) a ripgrep child may use.
 const RG_DATA_LIMIT: u64 = 256 * 1024 * 1024;

@@ -28,7 +28,7 @@ use std::io;
 use std::path::Path;
 
 use super::ignore::{GlobFilter, IgnoreRules, Verdict};
-use crate::exec::files::read_regular_capped;
+use crate::exec::local::files::read_regular_capped;
 
 /// The largest ignore file read; a larger one is skipped like an unreadable one.
 pub(crate) const MAX_IGNORE_FILE_BYTES: u64 = 4 * 1024 * 1024;

@@ -23,8 +23,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::process::Capture;
-use super::{OutputCallback, OutputStream};
+use super::Capture;
+use crate::exec::{OutputCallback, OutputStream};
 
 /// The read buffer starts at this size and doubles while reads fill it.
 const FIRST_CHUNK: usize = 8 * 1024;
@@ -251,8 +251,8 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::exec::launch::{Launch, launch};
     use crate::exec::process::Group;
+    use crate::exec::process::launch::{Launch, launch};
 
     #[test]
     fn the_shells_exit_ends_a_wait_after_its_pipes_closed_and_only_once() {

@@ -10,8 +10,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::EnvPolicy;
 use super::env;
+use crate::exec::EnvPolicy;
 
 /// Values shorter than this are not redacted: replacing every `true` or `1234` in the
 /// output would garble it and hide nothing worth hiding.

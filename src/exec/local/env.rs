@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{EnvInherit, EnvPolicy};
+use crate::exec::{EnvInherit, EnvPolicy};
 
 /// Names a command always inherits unless the policy inherits nothing: what shells, locales
 /// and language toolchains need to work. `*` matches any run of characters.

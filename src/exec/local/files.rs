@@ -17,8 +17,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::sandbox::beneath;
-use super::{DirEntry, FileContent, FileStat};
+use crate::exec::sandbox::beneath;
+use crate::exec::{DirEntry, FileContent, FileStat};
 
 /// How many leading bytes [`read_text`] inspects for a NUL byte to call a file binary. The
 /// same rule as git and ripgrep: text files practically never contain NUL, and nearly every
@@ -100,7 +100,8 @@ pub(crate) fn regular(file: File, path: &Path) -> io::Result<File> {
     if !meta.is_file() {
         return Err(not_regular(path, &meta));
     }
-    super::process::clear_nonblocking(file.as_raw_fd()).map_err(|e| describe(e, "read", path))?;
+    crate::exec::process::clear_nonblocking(file.as_raw_fd())
+        .map_err(|e| describe(e, "read", path))?;
     Ok(file)
 }
 

@@ -45,10 +45,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::launch::Launch;
-use super::pump::Pump;
-use super::{ExecResult, OutputCallback};
 use crate::cancel::CancelToken;
+use crate::exec::{ExecResult, OutputCallback};
+use launch::Launch;
+use pump::Pump;
+
+pub(crate) mod child;
+pub(crate) mod launch;
+pub(crate) mod open_files;
+mod pump;
 
 /// Bytes kept from the start of each stream.
 pub(crate) const HEAD_CAPTURE: usize = 1024 * 1024;
@@ -86,7 +91,7 @@ pub(crate) struct Spawn<'a> {
     /// Bytes for the command's standard input; `None` gives it `/dev/null`.
     pub stdin: Option<&'a [u8]>,
     /// The sandbox to apply in the child between the clone and exec.
-    pub sandbox: Option<super::sandbox::spawn::Hook>,
+    pub sandbox: Option<crate::exec::sandbox::spawn::Hook>,
 }
 
 /// The shell: `/bin/bash`, or `/bin/sh` where bash is missing.
@@ -117,7 +122,7 @@ pub(crate) fn run(
         });
     }
     let deadline = started + spec.timeout;
-    let child = super::launch::launch(&Launch {
+    let child = launch::launch(&Launch {
         program: shell(),
         args: &["-c", spec.command],
         env: spec.env,
@@ -127,7 +132,7 @@ pub(crate) fn run(
     })
     .map_err(|e| {
         let shell = shell().to_string_lossy();
-        let why = super::open_files::explain(&e);
+        let why = open_files::explain(&e);
         io::Error::new(e.kind(), format!("failed to spawn `{shell}`: {why}"))
     })?;
     let mut group = Group::new(child.pid);
@@ -245,7 +250,7 @@ impl Group {
     /// `waitpid` for the child with `options`: its status once it exited, `None` while it
     /// runs (`WNOHANG`), `Err` when it is not ours to wait for any more (reaped elsewhere).
     fn wait(&self, options: libc::c_int) -> io::Result<Option<ExitStatus>> {
-        Ok(super::launch::wait_for(self.pgid, options)?.map(ExitStatus::from_raw))
+        Ok(launch::wait_for(self.pgid, options)?.map(ExitStatus::from_raw))
     }
 
     /// Waits for the shell to exit, the deadline, or the cancel, whichever comes first.

@@ -13,13 +13,19 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::redact::{Redactor, StreamRedactor};
-use super::{
-    CommandRequest, DirEntry, EnvPolicy, ExecResult, ExecutionEnvironment, FileContent, FileStat,
-    GrepOptions, GrepOutput, OutputCallback, OutputStream, env, files, process, sandbox, search,
-};
 use crate::cancel::CancelToken;
-use crate::exec::sandbox::{Sandbox, SandboxError};
+use crate::exec::process::{self, open_files};
+use crate::exec::sandbox::{self, Sandbox, SandboxError};
+use crate::exec::{
+    CommandRequest, DirEntry, EnvPolicy, ExecResult, ExecutionEnvironment, FileContent, FileStat,
+    GrepOptions, GrepOutput, OutputCallback, OutputStream, search,
+};
+use redact::{Redactor, StreamRedactor};
+
+pub(crate) mod env;
+pub(crate) mod files;
+mod mounts;
+mod redact;
 
 /// How long a process group gets between SIGTERM and SIGKILL by default (spec §5.4).
 const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -165,7 +171,7 @@ impl LocalExecutionEnvironment {
                 ));
             }
         }
-        super::open_files::raise();
+        open_files::raise();
         let base_env: BTreeMap<String, String> = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
@@ -197,7 +203,7 @@ impl LocalExecutionEnvironment {
     /// start their commands (`EMFILE`, with the limit named in the error); see "Open
     /// descriptors" in ARCHITECTURE.md.
     pub fn keep_open_file_limit() {
-        super::open_files::keep();
+        open_files::keep();
     }
 
     /// Runs commands and the file tools' writes under `sandbox` (see [`Sandbox`] for what
@@ -415,13 +421,13 @@ fn canonical_dir(dir: &Path) -> PathBuf {
 }
 
 impl ExecutionEnvironment for LocalExecutionEnvironment {
-    /// From the mount table (`exec/mounts.rs`): the working directory and every mount
+    /// From the mount table (`exec/local/mounts.rs`): the working directory and every mount
     /// below it on local file systems. One `poll(2)` per call while the table is unchanged.
     fn files_are_local(&self) -> bool {
         let canonical = self
             .canonical_dir
             .get_or_init(|| canonical_dir(&self.working_dir));
-        super::mounts::local_at_and_below(canonical)
+        mounts::local_at_and_below(canonical)
     }
 
     fn read_file(

@@ -138,7 +138,7 @@ pub(crate) fn explain(err: &io::Error) -> String {
 /// Makes `command`'s child start with the host's own soft limit, when [`raise`] changed it
 /// (otherwise `command` is left as it is, so that the standard library may still start it
 /// with `posix_spawn`).
-pub(super) fn restore_for(command: &mut Command) {
+pub(crate) fn restore_for(command: &mut Command) {
     let Some(limit) = before() else {
         return;
     };

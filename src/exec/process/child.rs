@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use super::process::{Group, readable};
+use super::{Group, readable};
 
 /// How much of the child's stderr is kept (the newest bytes).
 pub(crate) const STDERR_TAIL: usize = 16 * 1024;
@@ -176,7 +176,7 @@ impl Drop for StdioChild {
 /// homes; never a secret): what a long-lived child such as an MCP server starts from.
 pub(crate) fn core_environment() -> BTreeMap<String, String> {
     let base: BTreeMap<String, String> = std::env::vars().collect();
-    super::env::filter(&base, &super::EnvPolicy::core_only())
+    crate::exec::local::env::filter(&base, &crate::exec::EnvPolicy::core_only())
 }
 
 /// Waits up to `timeout_ms` for a child's stdout to have data or reach end-of-file, so a

@@ -33,7 +33,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::open_files;
-use super::sandbox::spawn::{self, Hook};
+use crate::exec::sandbox::spawn::{self, Hook};
 
 /// The child's stack: it holds the frames of [`child_main`] and [`spawn::apply`] only.
 const CHILD_STACK: usize = 64 * 1024;
@@ -117,7 +117,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// `fd` moved to a number ≥ 3 (close-on-exec), so that putting the child's three
 /// descriptors on 0, 1 and 2 can never overwrite one of them or a descriptor the sandbox
 /// uses (a host that closed its own stdin makes the next pipe land on 0).
-pub(super) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+pub(crate) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
