@@ -213,16 +213,6 @@ impl std::fmt::Debug for Connections {
     }
 }
 
-/// A request ready to send: everything a wire format decides.
-pub(crate) struct HttpRequest {
-    /// Full URL. May carry a key in its query (Gemini): never put it in an error unscrubbed.
-    pub(crate) url: String,
-    /// Headers, including authentication. Never printed or logged.
-    pub(crate) headers: Vec<(String, String)>,
-    /// JSON body.
-    pub(crate) body: Vec<u8>,
-}
-
 /// The boxed event iterator a [`Provider`](crate::llm::Provider) returns.
 pub(crate) type EventIter = Box<dyn Iterator<Item = Result<StreamEvent>> + Send>;
 

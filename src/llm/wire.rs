@@ -1,5 +1,6 @@
-//! What every wire format is ([`WireFormat`], [`Decoder`]) and the helpers they share: request bodies with provider options merged in, the
-//! joined system text, image URLs, header-safe values, malformed-event errors, and decoding
+//! What every wire format is ([`WireFormat`], [`Decoder`], the [`HttpRequest`] it builds)
+//! and the helpers they share: request bodies with provider options merged in, the joined
+//! system text, image URLs, header-safe values, malformed-event errors, and decoding
 //! a whole recorded body offline. It never does I/O and holds no format's serde structs:
 //! those stay private to their format's files.
 
@@ -9,8 +10,17 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::llm::http::HttpRequest;
 use crate::llm::{ImageData, Message, Request, Response, Role, StreamEvent, sse};
+
+/// A request ready to send: everything a wire format decides.
+pub(crate) struct HttpRequest {
+    /// Full URL. May carry a key in its query (Gemini): never put it in an error unscrubbed.
+    pub(crate) url: String,
+    /// Headers, including authentication. Never printed or logged.
+    pub(crate) headers: Vec<(String, String)>,
+    /// JSON body.
+    pub(crate) body: Vec<u8>,
+}
 
 /// What a wire format knows: how to build its request and how to read its errors.
 pub(crate) trait WireFormat: Send + Sync {

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::cancel::CancelToken;
 
-use super::lock;
+use crate::sync::lock;
 
 /// The revision with `server/discover` and per-request `_meta` (no handshake).
 pub const MODERN_VERSION: &str = "2026-07-28";

@@ -14,9 +14,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::connection::{Connection, Inbound, Outbound};
-use super::lock;
 use crate::cancel::CancelToken;
 use crate::llm::sse;
+use crate::sync::lock;
 
 /// The largest JSON body read from a server: 64 MiB.
 const MAX_BODY: u64 = 64 * 1024 * 1024;

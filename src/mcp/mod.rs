@@ -50,8 +50,6 @@ mod tools;
 pub use connection::{LEGACY_VERSIONS, MODERN_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
 pub use server::McpServers;
 
-use crate::sync::lock;
-
 /// One MCP server to connect to: a command (stdio) or a URL (Streamable HTTP).
 ///
 /// ```

@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 
 use super::connection::{Connection, RpcFailure};
 use super::tools::{self, ListedTool};
-use super::{McpServer, McpServerState, McpServerStatus, lock};
+use super::{McpServer, McpServerState, McpServerStatus};
 use crate::cancel::CancelToken;
+use crate::sync::lock;
 use crate::tools::ToolRegistry;
 
 /// Most `tools/list` pages read (a server paginating forever is cut off).
@@ -23,9 +24,9 @@ const MAX_PAGES: usize = 100;
 /// Most stderr bytes quoted in a warning or an error.
 const TAIL_IN_MESSAGES: usize = 2000;
 
-/// One configured server, shared by its tools' executors.
-pub(crate) struct ServerHandle {
-    pub(crate) config: McpServer,
+/// One configured server, shared by its tools' executors (through [`tools::CallTool`]).
+struct ServerHandle {
+    config: McpServer,
     conn: Mutex<Option<Arc<Connection>>>,
     restarts: AtomicU32,
     closed: AtomicBool,
@@ -72,12 +73,7 @@ impl ServerHandle {
     }
 
     /// Calls `tool` with `arguments`; the result object, or an error text for the model.
-    pub(crate) fn call(
-        &self,
-        tool: &str,
-        arguments: Value,
-        cancel: &CancelToken,
-    ) -> Result<Value, String> {
+    fn call(&self, tool: &str, arguments: Value, cancel: &CancelToken) -> Result<Value, String> {
         let conn = self.connection()?;
         let params = json!({"name": tool, "arguments": arguments});
         let name = &self.config.name;
@@ -303,7 +299,11 @@ impl McpServers {
                         }
                     }
                     if registered.is_empty() && !tools.is_empty() {
-                        *registered = tools::register(registry, &slot.handle, tools);
+                        let server = Arc::clone(&slot.handle);
+                        let call: tools::CallTool = Arc::new(move |tool, arguments, cancel| {
+                            server.call(tool, arguments, cancel)
+                        });
+                        *registered = tools::register(registry, &name, &call, tools);
                     }
                 }
                 Phase::Failed(why) if !slot.reported => {

@@ -15,10 +15,11 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::Value;
 
+use super::McpServer;
 use super::connection::{Connection, Inbound, Outbound};
-use super::{McpServer, lock};
 use crate::cancel::CancelToken;
 use crate::exec::process::child::{StdioChild, StdioChildSpec, stdout_readable};
+use crate::sync::lock;
 
 /// The longest line (one JSON-RPC message) read from a server: 64 MiB.
 pub(crate) const MAX_LINE: usize = 64 * 1024 * 1024;

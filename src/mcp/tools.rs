@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::names::{sanitise_schema, tool_name};
-use super::server::ServerHandle;
+use crate::cancel::CancelToken;
 use crate::llm::{ImageData, ToolDefinition};
 use crate::tools::{RegisteredTool, ToolInput, ToolOutput, ToolRegistry, schema};
 
@@ -43,22 +43,27 @@ impl ListedTool {
     }
 }
 
-/// Registers every tool of `server` in `registry`; returns the names given.
+/// Calls one tool of a server: `(tool, arguments, cancel)` → the `tools/call` result, or an
+/// error text for the model. The server's handle (`server.rs`) provides it, so that this
+/// file knows nothing of connections and restarts.
+pub(crate) type CallTool =
+    Arc<dyn Fn(&str, Value, &CancelToken) -> Result<Value, String> + Send + Sync>;
+
+/// Registers every tool of the server named `server` in `registry`, each calling it through
+/// `call`; returns the names given.
 pub(crate) fn register(
     registry: &mut ToolRegistry,
-    server: &Arc<ServerHandle>,
+    server: &str,
+    call: &CallTool,
     tools: &[ListedTool],
 ) -> Vec<String> {
     let mut taken: BTreeSet<String> = registry.names().into_iter().collect();
     let mut names = Vec::new();
     for tool in tools {
-        let name = tool_name(&server.config.name, &tool.name, &taken);
+        let name = tool_name(server, &tool.name, &taken);
         taken.insert(name.clone());
         let description = if tool.description.is_empty() {
-            format!(
-                "Tool `{}` of the MCP server `{}`.",
-                tool.name, server.config.name
-            )
+            format!("Tool `{}` of the MCP server `{server}`.", tool.name)
         } else {
             tool.description.clone()
         };
@@ -68,8 +73,8 @@ pub(crate) fn register(
             parameters: sanitise_schema(&tool.input_schema).into(),
             freeform: None,
         };
-        let (server, raw, raw_schema) = (
-            Arc::clone(server),
+        let (call, raw, raw_schema) = (
+            Arc::clone(call),
             tool.name.clone(),
             tool.input_schema.clone(),
         );
@@ -86,7 +91,7 @@ pub(crate) fn register(
                         problems.join("; ")
                     ));
                 }
-                let result = server.call(&raw, arguments, ctx.cancel)?;
+                let result = call(&raw, arguments, ctx.cancel)?;
                 map_result(&result)
             })
             .returning_on_cancel(),

@@ -1,5 +1,5 @@
-//! Lifecycle hooks: the host's closures called at fixed points of the loop, what they may
-//! decide, and the one place that calls them (panic-safe, every decision an event).
+//! Lifecycle hooks: the host's closures called at fixed points of the loop and what they
+//! may decide. The values only: `hook_runner.rs` calls them.
 //!
 //! See [`Hooks`] for the events, the decisions and the order of events.
 
@@ -10,8 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::approval::{Approval, ApprovalHook};
-use super::delivery::EventSink;
-use super::events::EventKind;
 use crate::llm::ToolCall;
 
 /// The points of the loop a hook can attach to.
@@ -89,7 +87,7 @@ impl HookEvent {
     }
 
     /// Whether a failure of this hook denies what it guards.
-    fn blocking(self) -> bool {
+    pub(crate) fn blocking(self) -> bool {
         matches!(self, HookEvent::PreToolUse | HookEvent::UserPromptSubmit)
     }
 }
@@ -151,8 +149,9 @@ pub struct HookInput {
     /// The subagent (`subagent_start`, `subagent_stop`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// The tool call (tool hooks), kept in step with `arguments`.
     #[serde(skip)]
-    call: Option<ToolCall>,
+    pub(crate) call: Option<ToolCall>,
 }
 
 impl HookInput {
@@ -176,7 +175,7 @@ impl HookInput {
         }
     }
 
-    fn for_call(mut self, call: &ToolCall) -> HookInput {
+    pub(crate) fn for_call(mut self, call: &ToolCall) -> HookInput {
         self.tool_name = Some(call.name.clone());
         self.call_id = Some(call.id.clone());
         self.arguments = Some(call.arguments.clone());
@@ -362,336 +361,10 @@ impl Hooks {
         })
     }
 
-    fn for_event(&self, event: HookEvent) -> impl Iterator<Item = &Hook> {
+    pub(crate) fn for_event(&self, event: HookEvent) -> impl Iterator<Item = &Hook> {
         self.entries
             .iter()
             .filter(move |(e, _)| *e == event)
             .map(|(_, hook)| hook)
-    }
-}
-
-/// What `pre_tool_use` decided.
-pub(crate) enum PreToolUse {
-    /// Run it, with these arguments when a hook replaced them.
-    Run(Option<Value>),
-    Deny(String),
-    Ask,
-}
-
-/// What `post_tool_use` decided about the model's copy of the output.
-#[derive(Default)]
-pub(crate) struct PostToolUse {
-    pub(crate) replaced: Option<String>,
-    pub(crate) context: Vec<String>,
-}
-
-impl PostToolUse {
-    /// `text` as the model should see it.
-    pub(crate) fn apply(self, text: String) -> String {
-        let mut text = self.replaced.unwrap_or(text);
-        for context in self.context {
-            if !text.is_empty() {
-                text.push_str("\n\n");
-            }
-            text.push_str(&context);
-        }
-        text
-    }
-}
-
-/// What `user_prompt_submit` decided.
-pub(crate) enum Submit {
-    Accept(String),
-    Block(String),
-}
-
-/// Calls the hooks of one session: builds the inputs, catches panics, emits the events.
-pub(crate) struct HookRunner<'a> {
-    pub(crate) hooks: &'a Hooks,
-    pub(crate) events: &'a EventSink,
-    pub(crate) cwd: String,
-}
-
-impl HookRunner<'_> {
-    fn input(&self, event: HookEvent) -> HookInput {
-        HookInput::new(event, self.events.session_id(), &self.cwd)
-    }
-
-    /// Calls one hook; a panic becomes `Fail`.
-    fn call(&self, hook: &Hook, input: &HookInput) -> HookDecision {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(input))).unwrap_or_else(
-            |payload| {
-                let what = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "no message".to_string());
-                HookDecision::Fail(format!("the hook panicked: {what}"))
-            },
-        )
-    }
-
-    /// Calls every hook of `input.event` in order, passing each decision (after failures
-    /// became denials or warnings, and decisions the event cannot take were dropped) to
-    /// `apply`, which may update the input; stops at the first `false`.
-    fn each(
-        &self,
-        mut input: HookInput,
-        mut apply: impl FnMut(&mut HookInput, HookDecision) -> bool,
-    ) {
-        let event = input.event;
-        for hook in self.hooks.for_event(event) {
-            let decision = self.call(hook, &input);
-            let decision = self.settle(event, input.call_id.as_deref(), decision);
-            if !apply(&mut input, decision) {
-                return;
-            }
-        }
-    }
-
-    /// Emits the events of one decision; returns what it amounts to.
-    fn settle(
-        &self,
-        event: HookEvent,
-        call_id: Option<&str>,
-        decision: HookDecision,
-    ) -> HookDecision {
-        let effective = match decision {
-            HookDecision::Fail(message) => {
-                self.warn(format!("{} hook failed: {message}", event.name()));
-                if event.blocking() {
-                    HookDecision::Deny(format!("the {} hook failed: {message}", event.name()))
-                } else {
-                    HookDecision::Continue
-                }
-            }
-            HookDecision::Warn(message) => {
-                self.warn(format!("{} hook: {message}", event.name()));
-                HookDecision::Continue
-            }
-            decision if !allowed(event, &decision) => {
-                self.warn(format!(
-                    "the {} hook answered {}, which that hook cannot do; ignored",
-                    event.name(),
-                    decision_name(&decision)
-                ));
-                HookDecision::Continue
-            }
-            decision => decision,
-        };
-        self.events.emit(EventKind::HookDecision {
-            hook: event.name().to_string(),
-            call_id: call_id.map(str::to_string),
-            decision: effective.clone(),
-        });
-        effective
-    }
-
-    fn warn(&self, message: String) {
-        self.events.emit(EventKind::Warning {
-            message,
-            code: "hook".to_string(),
-        });
-    }
-
-    pub(crate) fn pre_tool_use(&self, call: &ToolCall) -> PreToolUse {
-        if !self.hooks.handles(HookEvent::PreToolUse) {
-            return PreToolUse::Run(None);
-        }
-        let mut verdict = PreToolUse::Run(None);
-        let mut ask = false;
-        self.each(
-            self.input(HookEvent::PreToolUse).for_call(call),
-            |input, decision| {
-                match decision {
-                    HookDecision::Deny(reason) => {
-                        verdict = PreToolUse::Deny(reason);
-                        return false;
-                    }
-                    HookDecision::Ask => ask = true,
-                    HookDecision::ReplaceArguments(arguments) => {
-                        input.arguments = Some(arguments.clone());
-                        if let Some(call) = &mut input.call {
-                            call.arguments = arguments.clone();
-                        }
-                        verdict = PreToolUse::Run(Some(arguments));
-                    }
-                    _ => {}
-                }
-                true
-            },
-        );
-        match verdict {
-            PreToolUse::Run(_) if ask => PreToolUse::Ask,
-            verdict => verdict,
-        }
-    }
-
-    pub(crate) fn post_tool_use(
-        &self,
-        call: &ToolCall,
-        output: &str,
-        is_error: bool,
-    ) -> PostToolUse {
-        let mut post = PostToolUse::default();
-        if !self.hooks.handles(HookEvent::PostToolUse) {
-            return post;
-        }
-        let mut input = self.input(HookEvent::PostToolUse).for_call(call);
-        input.output = Some(output.to_string());
-        input.is_error = Some(is_error);
-        self.each(input, |_, decision| {
-            match decision {
-                HookDecision::ReplaceOutput(text) => post.replaced = Some(text),
-                HookDecision::AddContext(text) => post.context.push(text),
-                _ => {}
-            }
-            true
-        });
-        post
-    }
-
-    pub(crate) fn user_prompt_submit(&self, text: String, source: PromptSource) -> Submit {
-        if !self.hooks.handles(HookEvent::UserPromptSubmit) {
-            return Submit::Accept(text);
-        }
-        let mut input = self.input(HookEvent::UserPromptSubmit);
-        input.prompt = Some(text.clone());
-        input.source = Some(source);
-        let mut prompt = text;
-        let mut context = Vec::new();
-        let mut blocked = None;
-        self.each(input, |input, decision| {
-            match decision {
-                HookDecision::Deny(reason) => {
-                    blocked = Some(reason);
-                    return false;
-                }
-                HookDecision::ReplacePrompt(text) => {
-                    input.prompt = Some(text.clone());
-                    prompt = text;
-                }
-                HookDecision::AddContext(text) => context.push(text),
-                _ => {}
-            }
-            true
-        });
-        if let Some(reason) = blocked {
-            return Submit::Block(reason);
-        }
-        for text in context {
-            prompt.push_str("\n\n");
-            prompt.push_str(&text);
-        }
-        Submit::Accept(prompt)
-    }
-
-    /// `Some(message)` when a hook continues the input.
-    pub(crate) fn stop(&self, answer: &str, active: bool) -> Option<String> {
-        if !self.hooks.handles(HookEvent::Stop) {
-            return None;
-        }
-        let mut input = self.input(HookEvent::Stop);
-        input.answer = Some(answer.to_string());
-        input.stop_hook_active = Some(active);
-        let mut message = None;
-        self.each(input, |_, decision| {
-            if let HookDecision::ContinueWith(text) = decision {
-                message = Some(text);
-                return false;
-            }
-            true
-        });
-        message
-    }
-
-    /// `session_start`, `session_end`: observe only.
-    pub(crate) fn observe(&self, event: HookEvent) {
-        if self.hooks.handles(event) {
-            self.each(self.input(event), |_, _| true);
-        }
-    }
-
-    /// `subagent_start` (`task` set) and `subagent_stop` (`answer` set): observe only.
-    pub(crate) fn subagent(
-        &self,
-        event: HookEvent,
-        agent_id: &str,
-        task: Option<&str>,
-        answer: Option<&str>,
-    ) {
-        if !self.hooks.handles(event) {
-            return;
-        }
-        let mut input = self.input(event);
-        input.agent_id = Some(agent_id.to_string());
-        input.prompt = task.map(str::to_string);
-        input.answer = answer.map(str::to_string);
-        self.each(input, |_, _| true);
-    }
-
-    /// `pre_compact`: the context hooks add to the summary request.
-    pub(crate) fn pre_compact(&self) -> Vec<String> {
-        if !self.hooks.handles(HookEvent::PreCompact) {
-            return Vec::new();
-        }
-        let mut context = Vec::new();
-        self.each(self.input(HookEvent::PreCompact), |_, decision| {
-            if let HookDecision::AddContext(text) = decision {
-                context.push(text);
-            }
-            true
-        });
-        context
-    }
-
-    /// `post_compact`: the summary, as replaced by the hooks.
-    pub(crate) fn post_compact(&self, summary: String) -> String {
-        if !self.hooks.handles(HookEvent::PostCompact) {
-            return summary;
-        }
-        let mut input = self.input(HookEvent::PostCompact);
-        input.summary = Some(summary.clone());
-        let mut summary = summary;
-        self.each(input, |input, decision| {
-            if let HookDecision::ReplaceSummary(text) = decision {
-                input.summary = Some(text.clone());
-                summary = text;
-            }
-            true
-        });
-        summary
-    }
-}
-
-/// Whether `event` honours `decision` (`Fail` and `Warn` are settled before).
-fn allowed(event: HookEvent, decision: &HookDecision) -> bool {
-    use HookDecision as D;
-    use HookEvent as E;
-    match decision {
-        D::Continue | D::Warn(_) | D::Fail(_) => true,
-        D::Deny(_) => matches!(event, E::PreToolUse | E::UserPromptSubmit),
-        D::Ask | D::ReplaceArguments(_) => event == E::PreToolUse,
-        D::AddContext(_) => matches!(event, E::PostToolUse | E::UserPromptSubmit | E::PreCompact),
-        D::ReplaceOutput(_) => event == E::PostToolUse,
-        D::ReplacePrompt(_) => event == E::UserPromptSubmit,
-        D::ContinueWith(_) => event == E::Stop,
-        D::ReplaceSummary(_) => event == E::PostCompact,
-    }
-}
-
-fn decision_name(decision: &HookDecision) -> &'static str {
-    match decision {
-        HookDecision::Continue => "continue",
-        HookDecision::Deny(_) => "deny",
-        HookDecision::Ask => "ask",
-        HookDecision::ReplaceArguments(_) => "replace_arguments",
-        HookDecision::AddContext(_) => "add_context",
-        HookDecision::ReplaceOutput(_) => "replace_output",
-        HookDecision::ReplacePrompt(_) => "replace_prompt",
-        HookDecision::ContinueWith(_) => "continue_with",
-        HookDecision::ReplaceSummary(_) => "replace_summary",
-        HookDecision::Warn(_) => "warn",
-        HookDecision::Fail(_) => "fail",
     }
 }

@@ -4,9 +4,9 @@
 
 use std::fmt;
 
+use super::events::{EventKind, SessionEvent};
 use super::{Events, Session};
 use crate::error::{Error, ErrorKind, Result};
-use crate::session::{EventKind, SessionEvent};
 
 /// The events of one input (see [`Session::submit_events`]).
 pub(crate) struct InputEvents {

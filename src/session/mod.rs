@@ -88,6 +88,7 @@ mod config;
 mod delivery;
 mod events;
 mod history;
+mod hook_runner;
 mod hooks;
 mod input_events;
 mod loop_detection;
@@ -108,14 +109,13 @@ pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 
 use compaction::run::CompactionState;
 use delivery::Listeners;
-pub(crate) use delivery::{EventSink, Forward};
-pub(crate) use hooks::HookRunner;
+use delivery::{EventSink, Forward};
 use loop_detection::LoopDetector;
 use subagents::Subagents;
 use transcript::{Transcript, TranscriptHeader, TranscriptWriter};
 use worker::{Input, Shared, Worker};
 
-pub(crate) use crate::sync::lock;
+use crate::sync::lock;
 
 /// What [`Session::run`] returns: how the input (and the follow-ups it triggered) ended.
 #[derive(Debug)]

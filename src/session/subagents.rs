@@ -38,6 +38,11 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, select};
 use serde_json::{Value, json};
 
+use super::config::SessionConfig;
+use super::delivery::EventSink;
+use super::events::StopReason;
+use super::hook_runner::HookRunner;
+use super::{Outcome, Session};
 use crate::cancel::CancelToken;
 use crate::exec::{
     CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
@@ -45,7 +50,7 @@ use crate::exec::{
 };
 use crate::llm::Client;
 use crate::profiles::ProviderProfile;
-use crate::session::{EventSink, Outcome, Session, SessionConfig, StopReason, lock};
+use crate::sync::lock;
 use crate::tools::subagent::{SpawnRequest, SubagentCall, SubagentHandler};
 use crate::tools::{ToolContext, ToolOutput, ToolRegistry, args};
 
@@ -213,7 +218,7 @@ impl Subagents {
             Some(self.events.forwarding(&id)),
         )
         .map_err(|e| format!("the subagent could not start: {e}"))?;
-        let hooks = crate::session::HookRunner {
+        let hooks = HookRunner {
             hooks: &self.config.hooks,
             events: &self.events,
             cwd: self.env.working_directory().to_string_lossy().into_owned(),

@@ -18,14 +18,15 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::select;
 
 use super::approval::{ApprovalResponder, Decision};
+use super::config::SessionConfig;
 use super::delivery::EventSink;
 use super::events::{EventKind, SessionState};
-use super::hooks::{HookRunner, PostToolUse, PreToolUse};
-use super::{SessionConfig, lock};
+use super::hook_runner::{HookRunner, PostToolUse, PreToolUse};
 use crate::cancel::CancelToken;
 use crate::exec::{ExecutionEnvironment, OutputStream};
 use crate::llm::{ToolCall, ToolResult};
 use crate::profiles::ProviderProfile;
+use crate::sync::lock;
 use crate::tools::truncate::truncate_tool_output;
 use crate::tools::{PreparedCall, ToolContext, ToolOutcome};
 

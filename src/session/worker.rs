@@ -16,17 +16,19 @@ use std::time::SystemTime;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::Outcome;
 use super::compaction::CompactionReason;
 use super::compaction::run::CompactionState;
+use super::config::SessionConfig;
 use super::delivery::EventSink;
 use super::events::{CloseReason, EventKind, SessionState, StopReason};
 use super::history::{AssistantTurn, History, Turn};
-use super::hooks::{HookEvent, HookRunner, PromptSource, Submit};
+use super::hook_runner::{HookRunner, Submit};
+use super::hooks::{HookEvent, PromptSource};
 use super::loop_detection::LoopDetector;
 use super::tool_round::{ToolRound, cancelled_text};
 use super::transcript::TranscriptWriter;
 use super::usage::Totals;
-use super::{Outcome, SessionConfig, lock};
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind};
 use crate::exec::ExecutionEnvironment;
@@ -36,6 +38,7 @@ use crate::llm::{
 };
 use crate::profiles::ProviderProfile;
 use crate::session::subagents::Subagents;
+use crate::sync::lock;
 
 /// What the host sends the worker through the inbox.
 pub(crate) enum Input {

@@ -51,14 +51,11 @@ use launch::Launch;
 use pump::Pump;
 
 pub(crate) mod child;
-pub(crate) mod launch;
+pub(crate) mod clone;
+mod launch;
 pub(crate) mod open_files;
 mod pump;
 
-/// Bytes kept from the start of each stream.
-pub(crate) const HEAD_CAPTURE: usize = 1024 * 1024;
-/// Bytes kept from the end of each stream once the head is full.
-pub(crate) const TAIL_CAPTURE: usize = 1024 * 1024;
 /// How long background jobs that still hold the pipes get after the shell exits.
 pub(crate) const DRAIN: Duration = Duration::from_millis(150);
 /// How long the pipes get to reach end-of-file once the group is gone.
@@ -250,7 +247,7 @@ impl Group {
     /// `waitpid` for the child with `options`: its status once it exited, `None` while it
     /// runs (`WNOHANG`), `Err` when it is not ours to wait for any more (reaped elsewhere).
     fn wait(&self, options: libc::c_int) -> io::Result<Option<ExitStatus>> {
-        Ok(launch::wait_for(self.pgid, options)?.map(ExitStatus::from_raw))
+        Ok(clone::wait_for(self.pgid, options)?.map(ExitStatus::from_raw))
     }
 
     /// Waits for the shell to exit, the deadline, or the cancel, whichever comes first.
@@ -475,8 +472,6 @@ pub(super) fn clear_nonblocking(fd: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-/// The first [`HEAD_CAPTURE`] and the last [`TAIL_CAPTURE`] bytes of a stream, and its
-/// exact length.
 /// Whether command output carries the message of a refused operation (`EACCES`, `EPERM`,
 /// `EROFS`), the signs of a sandbox denial.
 fn looks_denied(bytes: &[u8]) -> bool {
@@ -489,75 +484,6 @@ fn looks_denied(bytes: &[u8]) -> bool {
     ]
     .iter()
     .any(|needle| crate::bytes::find_slice(bytes, needle).is_some())
-}
-
-#[derive(Default)]
-pub(super) struct Capture {
-    head: Vec<u8>,
-    /// A ring once full: the oldest byte is at `tail_start`.
-    tail: Vec<u8>,
-    tail_start: usize,
-    total: u64,
-}
-
-impl Capture {
-    pub(super) fn push(&mut self, mut data: &[u8]) {
-        self.total += data.len() as u64;
-        let to_head = (HEAD_CAPTURE - self.head.len()).min(data.len());
-        self.head.extend_from_slice(&data[..to_head]);
-        data = &data[to_head..];
-        if data.is_empty() {
-            return;
-        }
-        if self.tail.len() < TAIL_CAPTURE {
-            let fill = (TAIL_CAPTURE - self.tail.len()).min(data.len());
-            self.tail.extend_from_slice(&data[..fill]);
-            data = &data[fill..];
-        }
-        if data.len() >= TAIL_CAPTURE {
-            self.tail
-                .copy_from_slice(&data[data.len() - TAIL_CAPTURE..]);
-            self.tail_start = 0;
-            return;
-        }
-        while !data.is_empty() {
-            let n = (TAIL_CAPTURE - self.tail_start).min(data.len());
-            self.tail[self.tail_start..self.tail_start + n].copy_from_slice(&data[..n]);
-            self.tail_start = (self.tail_start + n) % TAIL_CAPTURE;
-            data = &data[n..];
-        }
-    }
-
-    /// Bytes that were neither in the head nor in the tail.
-    fn dropped(&self) -> u64 {
-        self.total - (self.head.len() + self.tail.len()) as u64
-    }
-
-    /// The capture as text (invalid UTF-8 replaced), with a marker where bytes were
-    /// dropped. Consumes the capture so that its buffers are reused, not copied.
-    fn into_text(self) -> String {
-        let dropped = self.dropped();
-        let Capture {
-            mut head,
-            mut tail,
-            tail_start,
-            ..
-        } = self;
-        tail.rotate_left(tail_start);
-        if dropped == 0 {
-            head.append(&mut tail);
-            return bytes_to_text(head);
-        }
-        let mut text = bytes_to_text(head);
-        text.push_str(&format!("\n[... {dropped} bytes of output omitted ...]\n"));
-        text.push_str(&String::from_utf8_lossy(&tail));
-        text
-    }
-}
-
-/// `bytes` as a `String`, without copying when they are valid UTF-8.
-fn bytes_to_text(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// The kernel's name and release (`"Linux 6.8.0-45-generic"`), from `uname(2)`.
@@ -581,68 +507,6 @@ pub(crate) fn os_version() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn captured(chunks: &[&[u8]]) -> Capture {
-        let mut capture = Capture::default();
-        for chunk in chunks {
-            capture.push(chunk);
-        }
-        capture
-    }
-
-    #[test]
-    fn small_output_is_kept_whole() {
-        let capture = captured(&[b"hello ", b"world"]);
-        assert_eq!((capture.total, capture.dropped()), (11, 0));
-        assert_eq!(capture.into_text(), "hello world");
-    }
-
-    #[test]
-    fn output_up_to_both_caps_is_kept_whole_across_the_seam() {
-        let data: Vec<u8> = (0..HEAD_CAPTURE + TAIL_CAPTURE)
-            .map(|i| b'a' + (i % 26) as u8)
-            .collect();
-        let capture = captured(&[
-            &data[..10],
-            &data[10..HEAD_CAPTURE + 7],
-            &data[HEAD_CAPTURE + 7..],
-        ]);
-        assert_eq!(capture.dropped(), 0);
-        assert_eq!(capture.into_text().as_bytes(), &data[..]);
-    }
-
-    #[test]
-    fn long_output_keeps_the_exact_head_and_tail_with_a_marker() {
-        let data: Vec<u8> = (0..5 * 1024 * 1024 + 333)
-            .map(|i: usize| b'a' + (i % 26) as u8)
-            .collect();
-        // Odd chunk sizes so the ring wraps at arbitrary points.
-        let mut capture = Capture::default();
-        for chunk in data.chunks(70_001) {
-            capture.push(chunk);
-        }
-        let dropped = data.len() - HEAD_CAPTURE - TAIL_CAPTURE;
-        assert_eq!(capture.dropped(), dropped as u64);
-        let text = capture.into_text();
-        let marker = format!("\n[... {dropped} bytes of output omitted ...]\n");
-        let expected = [
-            &data[..HEAD_CAPTURE],
-            marker.as_bytes(),
-            &data[data.len() - TAIL_CAPTURE..],
-        ]
-        .concat();
-        assert!(text.as_bytes() == expected.as_slice());
-    }
-
-    #[test]
-    fn one_huge_chunk_keeps_its_last_bytes() {
-        let data: Vec<u8> = (0..3 * 1024 * 1024)
-            .map(|i: usize| (i % 251) as u8)
-            .collect();
-        let capture = captured(&[&data]);
-        let (newer, older) = capture.tail.split_at(capture.tail_start);
-        assert_eq!([older, newer].concat(), &data[data.len() - TAIL_CAPTURE..]);
-    }
 
     #[test]
     fn proc_stat_lines_parse_even_with_odd_command_names() {

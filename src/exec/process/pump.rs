@@ -23,9 +23,12 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Capture;
 use crate::exec::{OutputCallback, OutputStream};
 
+/// Bytes kept from the start of each stream.
+const HEAD_CAPTURE: usize = 1024 * 1024;
+/// Bytes kept from the end of each stream once the head is full.
+const TAIL_CAPTURE: usize = 1024 * 1024;
 /// The read buffer starts at this size and doubles while reads fill it.
 const FIRST_CHUNK: usize = 8 * 1024;
 /// The read buffer's largest size.
@@ -245,6 +248,77 @@ impl<'a> Pump<'a> {
     }
 }
 
+/// The first [`HEAD_CAPTURE`] and the last [`TAIL_CAPTURE`] bytes of a stream, and its
+/// exact length.
+#[derive(Default)]
+pub(super) struct Capture {
+    pub(super) head: Vec<u8>,
+    /// A ring once full: the oldest byte is at `tail_start`.
+    pub(super) tail: Vec<u8>,
+    tail_start: usize,
+    pub(super) total: u64,
+}
+
+impl Capture {
+    pub(super) fn push(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        let to_head = (HEAD_CAPTURE - self.head.len()).min(data.len());
+        self.head.extend_from_slice(&data[..to_head]);
+        data = &data[to_head..];
+        if data.is_empty() {
+            return;
+        }
+        if self.tail.len() < TAIL_CAPTURE {
+            let fill = (TAIL_CAPTURE - self.tail.len()).min(data.len());
+            self.tail.extend_from_slice(&data[..fill]);
+            data = &data[fill..];
+        }
+        if data.len() >= TAIL_CAPTURE {
+            self.tail
+                .copy_from_slice(&data[data.len() - TAIL_CAPTURE..]);
+            self.tail_start = 0;
+            return;
+        }
+        while !data.is_empty() {
+            let n = (TAIL_CAPTURE - self.tail_start).min(data.len());
+            self.tail[self.tail_start..self.tail_start + n].copy_from_slice(&data[..n]);
+            self.tail_start = (self.tail_start + n) % TAIL_CAPTURE;
+            data = &data[n..];
+        }
+    }
+
+    /// Bytes that were neither in the head nor in the tail.
+    pub(super) fn dropped(&self) -> u64 {
+        self.total - (self.head.len() + self.tail.len()) as u64
+    }
+
+    /// The capture as text (invalid UTF-8 replaced), with a marker where bytes were
+    /// dropped. Consumes the capture so that its buffers are reused, not copied.
+    pub(super) fn into_text(self) -> String {
+        let dropped = self.dropped();
+        let Capture {
+            mut head,
+            mut tail,
+            tail_start,
+            ..
+        } = self;
+        tail.rotate_left(tail_start);
+        if dropped == 0 {
+            head.append(&mut tail);
+            return bytes_to_text(head);
+        }
+        let mut text = bytes_to_text(head);
+        text.push_str(&format!("\n[... {dropped} bytes of output omitted ...]\n"));
+        text.push_str(&String::from_utf8_lossy(&tail));
+        text
+    }
+}
+
+/// `bytes` as a `String`, without copying when they are valid UTF-8.
+fn bytes_to_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -253,6 +327,68 @@ mod tests {
     use super::*;
     use crate::exec::process::Group;
     use crate::exec::process::launch::{Launch, launch};
+
+    fn captured(chunks: &[&[u8]]) -> Capture {
+        let mut capture = Capture::default();
+        for chunk in chunks {
+            capture.push(chunk);
+        }
+        capture
+    }
+
+    #[test]
+    fn small_output_is_kept_whole() {
+        let capture = captured(&[b"hello ", b"world"]);
+        assert_eq!((capture.total, capture.dropped()), (11, 0));
+        assert_eq!(capture.into_text(), "hello world");
+    }
+
+    #[test]
+    fn output_up_to_both_caps_is_kept_whole_across_the_seam() {
+        let data: Vec<u8> = (0..HEAD_CAPTURE + TAIL_CAPTURE)
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect();
+        let capture = captured(&[
+            &data[..10],
+            &data[10..HEAD_CAPTURE + 7],
+            &data[HEAD_CAPTURE + 7..],
+        ]);
+        assert_eq!(capture.dropped(), 0);
+        assert_eq!(capture.into_text().as_bytes(), &data[..]);
+    }
+
+    #[test]
+    fn long_output_keeps_the_exact_head_and_tail_with_a_marker() {
+        let data: Vec<u8> = (0..5 * 1024 * 1024 + 333)
+            .map(|i: usize| b'a' + (i % 26) as u8)
+            .collect();
+        // Odd chunk sizes so the ring wraps at arbitrary points.
+        let mut capture = Capture::default();
+        for chunk in data.chunks(70_001) {
+            capture.push(chunk);
+        }
+        let dropped = data.len() - HEAD_CAPTURE - TAIL_CAPTURE;
+        assert_eq!(capture.dropped(), dropped as u64);
+        let text = capture.into_text();
+        let marker = format!("\n[... {dropped} bytes of output omitted ...]\n");
+        let expected = [
+            &data[..HEAD_CAPTURE],
+            marker.as_bytes(),
+            &data[data.len() - TAIL_CAPTURE..],
+        ]
+        .concat();
+        assert!(text.as_bytes() == expected.as_slice());
+    }
+
+    #[test]
+    fn one_huge_chunk_keeps_its_last_bytes() {
+        let data: Vec<u8> = (0..3 * 1024 * 1024)
+            .map(|i: usize| (i % 251) as u8)
+            .collect();
+        let capture = captured(&[&data]);
+        let (newer, older) = capture.tail.split_at(capture.tail_start);
+        assert_eq!([older, newer].concat(), &data[data.len() - TAIL_CAPTURE..]);
+    }
 
     #[test]
     fn the_shells_exit_ends_a_wait_after_its_pipes_closed_and_only_once() {

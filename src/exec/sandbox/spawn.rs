@@ -64,7 +64,7 @@ impl Prepared {
         let ruleset = if active.abi > 0 {
             // Above 2: the child puts its standard descriptors on 0–2 before it applies the
             // ruleset (a host with closed stdio would get it on one of them).
-            Some(crate::exec::process::launch::above_stdio(landlock::build(
+            Some(crate::exec::process::clone::above_stdio(landlock::build(
                 &landlock::Rules {
                     abi: active.abi,
                     writable: &active.writable,
@@ -138,7 +138,7 @@ fn namespace_flags() -> (libc::c_int, Option<(CString, CString)>) {
 pub(crate) fn mount_namespace_available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE
-        .get_or_init(|| crate::exec::process::launch::namespaces_available(namespace_flags().0))
+        .get_or_init(|| crate::exec::process::clone::namespaces_available(namespace_flags().0))
 }
 
 fn check(r: libc::c_long) -> io::Result<()> {

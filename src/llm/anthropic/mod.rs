@@ -58,10 +58,10 @@ use std::fmt;
 
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result};
-use crate::llm::http::{self, EventIter, HttpOptions, HttpRequest};
+use crate::llm::http::{self, EventIter, HttpOptions};
 use crate::llm::status;
 use crate::llm::wire::decode_body;
-use crate::llm::wire::{Decoder, WireFormat};
+use crate::llm::wire::{Decoder, HttpRequest, WireFormat};
 use crate::llm::{Provider, Request};
 use request::build_body;
 use stream::AnthropicDecoder;

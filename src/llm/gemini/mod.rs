@@ -56,9 +56,9 @@ use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result, scrub_secrets};
-use crate::llm::http::{self, EventIter, HttpRequest};
+use crate::llm::http::{self, EventIter};
 use crate::llm::status;
-use crate::llm::wire::{Decoder, WireFormat};
+use crate::llm::wire::{Decoder, HttpRequest, WireFormat};
 use crate::llm::wire::{check_header_value, decode_body};
 use crate::llm::{HttpOptions, Provider, Request, Response};
 

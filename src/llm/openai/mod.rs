@@ -39,9 +39,9 @@ use std::fmt;
 
 use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
-use crate::llm::http::{self, EventIter, HttpRequest};
+use crate::llm::http::{self, EventIter};
 use crate::llm::status;
-use crate::llm::wire::{Decoder, WireFormat};
+use crate::llm::wire::{Decoder, HttpRequest, WireFormat};
 use crate::llm::wire::{check_header_value, decode_body};
 use crate::llm::{HttpOptions, Provider, Request, Response};
 

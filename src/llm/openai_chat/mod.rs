@@ -46,10 +46,10 @@ use serde_json::Value;
 use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
 use crate::json::RawJson;
-use crate::llm::http::{self, EventIter, HttpRequest};
+use crate::llm::http::{self, EventIter};
 use crate::llm::openai::openai_error;
 use crate::llm::status;
-use crate::llm::wire::{Decoder, WireFormat};
+use crate::llm::wire::{Decoder, HttpRequest, WireFormat};
 use crate::llm::wire::{
     check_header_value, decode_body, image_url, serialize_with_options, system_text,
 };

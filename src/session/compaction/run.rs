@@ -15,8 +15,8 @@ use crate::error::{Error, ErrorKind};
 use crate::llm::{Message, Request};
 use crate::session::events::EventKind;
 use crate::session::history::{History, Turn};
-use crate::session::lock;
 use crate::session::worker::Worker;
+use crate::sync::lock;
 
 /// A session's compaction state, kept by its worker.
 #[derive(Debug, Default)]

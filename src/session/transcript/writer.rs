@@ -13,8 +13,9 @@ use super::{RecordOut, Transcript, TranscriptHeader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::Request;
 use crate::session::compaction::CompactionReason;
+use crate::session::events::SessionEvent;
 use crate::session::history::{History, Turn};
-use crate::session::{SessionEvent, lock};
+use crate::sync::lock;
 
 /// Appends records to a transcript file.
 pub(crate) struct TranscriptWriter {
