@@ -31,8 +31,27 @@ pub(crate) fn kind_for_status(status: u16) -> ErrorKind {
 }
 
 /// The error kind a provider's message implies, if it implies one (unified spec §6.5, plus
-/// the phrasings providers actually use for an over-long prompt: Anthropic's "prompt is too
-/// long", OpenAI's `context_length_exceeded`, llama.cpp's "exceeds the available context").
+/// the phrasings providers actually use for an over-long prompt).
+///
+/// A request the provider rejects as too long becomes [`ErrorKind::ContextLength`], from
+/// its status (413) or from its message, whatever the wire format; the session compacts
+/// and retries it once. The shapes recognised (real or documented bodies of each are in
+/// `tests/data/conformance/errors/`, with their sources in that folder's README):
+///
+/// | provider | status | type / code | message text |
+/// |---|---|---|---|
+/// | Anthropic | 400 | `invalid_request_error` | "prompt is too long" |
+/// | Anthropic | 413 | `request_too_large` | (the status) |
+/// | OpenAI Responses | 400 | `context_length_exceeded` | "exceeds the context window" |
+/// | OpenAI Chat Completions | 400 | `context_length_exceeded` | "maximum context length" |
+/// | Ollama (`/v1`) | 400 | `invalid_request_error` | "prompt too long; exceeded max context length" |
+/// | llama.cpp server | 400 | `exceed_context_size_error` | "exceeds the available context size" |
+/// | vLLM | 400 | `BadRequestError` | "maximum context length", "maximum model length" |
+/// | LM Studio | 200 with an SSE `error` event, or 400 | — | "context length" ("loaded with context length of only …", "greater than the context length") |
+/// | OpenRouter | 400 | numeric `code` | "maximum context length" |
+/// | Groq | 400 | `context_length_exceeded` | "reduce the length of the messages" |
+/// | DeepSeek | 400 | `invalid_request_error` | "maximum context length" |
+/// | Gemini | 400 | `INVALID_ARGUMENT` | "exceeds the maximum number of tokens" |
 pub(crate) fn kind_from_message(message: &str) -> Option<ErrorKind> {
     let lower = message.to_ascii_lowercase();
     let has = |needle: &str| lower.contains(needle);
@@ -43,8 +62,7 @@ pub(crate) fn kind_from_message(message: &str) -> Option<ErrorKind> {
         || has("too many tokens")
         || has("maximum context")
         || has("exceeds the available context")
-        // Gemini, vLLM, Groq/DeepSeek, LM Studio, Ollama (see the overflow table in
-        // `session::compaction`).
+        // Gemini, vLLM, Groq/DeepSeek, LM Studio, Ollama (see the table above).
         || has("exceeds the maximum number of tokens")
         || has("maximum model length")
         || has("reduce the length of the messages")

@@ -7,9 +7,11 @@
 
 use serde_json::Value;
 
+use super::compaction::CompactionReason;
 use super::delivery::EventSink;
 use super::events::EventKind;
 use super::hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
+use crate::exec::ExecutionEnvironment;
 use crate::llm::ToolCall;
 
 /// What `pre_tool_use` decided.
@@ -54,7 +56,21 @@ pub(crate) struct HookRunner<'a> {
     pub(crate) cwd: String,
 }
 
-impl HookRunner<'_> {
+impl<'a> HookRunner<'a> {
+    /// The runner of `hooks` for a session whose events go to `events` and whose tools run
+    /// in `env` (the hooks' `cwd`).
+    pub(crate) fn new(
+        hooks: &'a Hooks,
+        events: &'a EventSink,
+        env: &dyn ExecutionEnvironment,
+    ) -> HookRunner<'a> {
+        HookRunner {
+            hooks,
+            events,
+            cwd: env.working_directory().to_string_lossy().into_owned(),
+        }
+    }
+
     fn input(&self, event: HookEvent) -> HookInput {
         HookInput::new(event, self.events.session_id(), &self.cwd)
     }
@@ -272,13 +288,15 @@ impl HookRunner<'_> {
         self.each(input, |_, _| true);
     }
 
-    /// `pre_compact`: the context hooks add to the summary request.
-    pub(crate) fn pre_compact(&self) -> Vec<String> {
+    /// `pre_compact`: the context hooks add to the summary request whose input is `input`.
+    pub(crate) fn pre_compact(&self, reason: CompactionReason, input: &str) -> Vec<String> {
         if !self.hooks.handles(HookEvent::PreCompact) {
             return Vec::new();
         }
+        let mut hook_input = self.input(HookEvent::PreCompact);
+        hook_input.compaction = Some((reason, input.to_string()));
         let mut context = Vec::new();
-        self.each(self.input(HookEvent::PreCompact), |_, decision| {
+        self.each(hook_input, |_, decision| {
             if let HookDecision::AddContext(text) = decision {
                 context.push(text);
             }
@@ -287,12 +305,19 @@ impl HookRunner<'_> {
         context
     }
 
-    /// `post_compact`: the summary, as replaced by the hooks.
-    pub(crate) fn post_compact(&self, summary: String) -> String {
+    /// `post_compact`: the summary made from the request input `made_from`, as replaced by
+    /// the hooks.
+    pub(crate) fn post_compact(
+        &self,
+        summary: String,
+        reason: CompactionReason,
+        made_from: &str,
+    ) -> String {
         if !self.hooks.handles(HookEvent::PostCompact) {
             return summary;
         }
         let mut input = self.input(HookEvent::PostCompact);
+        input.compaction = Some((reason, made_from.to_string()));
         input.summary = Some(summary.clone());
         let mut summary = summary;
         self.each(input, |input, decision| {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::approval::{Approval, ApprovalHook};
+use super::compaction::CompactionReason;
 use crate::llm::ToolCall;
 
 /// The points of the loop a hook can attach to.
@@ -152,6 +153,9 @@ pub struct HookInput {
     /// The tool call (tool hooks), kept in step with `arguments`.
     #[serde(skip)]
     pub(crate) call: Option<ToolCall>,
+    /// Why the compaction runs and its summary request's input (compaction hooks).
+    #[serde(skip)]
+    pub(crate) compaction: Option<(CompactionReason, String)>,
 }
 
 impl HookInput {
@@ -172,6 +176,7 @@ impl HookInput {
             summary: None,
             agent_id: None,
             call: None,
+            compaction: None,
         }
     }
 
@@ -186,6 +191,19 @@ impl HookInput {
     /// The tool call (tool hooks), with the arguments as replaced by earlier hooks.
     pub fn tool_call(&self) -> Option<&ToolCall> {
         self.call.as_ref()
+    }
+
+    /// Why the compaction runs (`pre_compact`, `post_compact`). Not in the JSON form.
+    pub fn compaction_reason(&self) -> Option<CompactionReason> {
+        self.compaction.as_ref().map(|(reason, _)| *reason)
+    }
+
+    /// The summary request's input (`pre_compact`, `post_compact`): the summarised turns as
+    /// text, their completed actions and the previous summary, before what `pre_compact`
+    /// hooks add. A `post_compact` hook can check the summary against it. Not in the JSON
+    /// form.
+    pub fn compaction_input(&self) -> Option<&str> {
+        self.compaction.as_ref().map(|(_, input)| input.as_str())
     }
 }
 
@@ -237,7 +255,7 @@ pub type Hook = Arc<dyn Fn(&HookInput) -> HookDecision + Send + Sync>;
 /// | `post_tool_use` | after a tool call ran, with its full output | `AddContext` (appended to what the model sees), `ReplaceOutput` (what the model sees instead); `TOOL_CALL_END` still carries the full output |
 /// | `user_prompt_submit` | for each input, follow-up and steering message | `ReplacePrompt`, `AddContext` (appended to the message), `Deny` (the message is dropped; an input then ends with stop reason `blocked`) |
 /// | `stop` | when the model answers with text only | `ContinueWith(message)`: the message is added and the input goes on (each continuation counts as a round, so the round limit bounds it) |
-/// | `pre_compact` / `post_compact` | around a history compaction | `AddContext` (appended to the summary request's input) / `ReplaceSummary` (after the compaction's own summary hook) |
+/// | `pre_compact` / `post_compact` | around a history compaction | `AddContext` (appended to the summary request's input) / `ReplaceSummary` (the replacement goes through the same guards as the model's summary) |
 /// | `session_start`, `session_end`, `subagent_start`, `subagent_stop` | as named | observe only |
 ///
 /// Every decision is visible as a `HOOK_DECISION` event. A hook that panics, or answers

@@ -83,6 +83,7 @@ use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
 
 mod approval;
+mod compact;
 pub mod compaction;
 mod config;
 mod delivery;
@@ -107,7 +108,7 @@ pub use history::{
 };
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 
-use compaction::run::CompactionState;
+use compact::CompactionState;
 use delivery::Listeners;
 use delivery::{EventSink, Forward};
 use loop_detection::LoopDetector;

@@ -195,11 +195,7 @@ impl ToolRound<'_> {
     }
 
     fn hooks(&self) -> HookRunner<'_> {
-        HookRunner {
-            hooks: &self.config.hooks,
-            events: self.events,
-            cwd: self.env.working_directory().to_string_lossy().into_owned(),
-        }
+        HookRunner::new(&self.config.hooks, self.events, &**self.env)
     }
 
     /// What a call's [`ToolContext`] is made of, owned (a helper thread takes it along).

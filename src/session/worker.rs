@@ -17,8 +17,8 @@ use std::time::SystemTime;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Outcome;
+use super::compact::{Compaction, CompactionState};
 use super::compaction::CompactionReason;
-use super::compaction::run::CompactionState;
 use super::config::SessionConfig;
 use super::delivery::EventSink;
 use super::events::{CloseReason, EventKind, SessionState, StopReason};
@@ -110,7 +110,7 @@ pub(crate) struct Worker {
     pub(crate) assistant_turns: usize,
     /// The context-usage warning fired and usage has not dropped below the threshold since.
     pub(crate) context_warned: bool,
-    /// Token accounting and compaction state (see `compaction/run.rs`).
+    /// Token accounting and compaction state (see `compact.rs`).
     pub(crate) compaction: CompactionState,
     /// Where turns and requests are recorded, if anywhere.
     pub(crate) transcript: Option<Arc<TranscriptWriter>>,
@@ -193,7 +193,7 @@ impl Worker {
                 Input::FollowUp => self.cycle(None, None),
                 Input::Compact { reply } => {
                     let cancel = self.abort.child();
-                    self.compact(CompactionReason::Manual, &cancel);
+                    self.compaction(&cancel).compact(CompactionReason::Manual);
                     let _ = reply.send(());
                     None
                 }
@@ -357,7 +357,7 @@ impl Worker {
                 break self.cancelled_stop();
             }
             if !overflow_retried {
-                self.compact_if_needed(&cancel);
+                self.compaction(&cancel).compact_if_needed();
             }
             if cancel.is_cancelled() {
                 break self.cancelled_stop();
@@ -370,7 +370,8 @@ impl Worker {
                 RoundEnd::Response(response) => response,
                 RoundEnd::Cancelled => break self.cancelled_stop(),
                 RoundEnd::Failed(error) => {
-                    match self.recover_from_overflow(error, &mut overflow_retried, &cancel) {
+                    let mut compaction = self.compaction(&cancel);
+                    match compaction.recover_from(error, &mut overflow_retried) {
                         Ok(()) => continue,
                         Err(error) => {
                             end.fatal = self.report_error(&error);
@@ -450,12 +451,8 @@ impl Worker {
         }
     }
 
-    pub(crate) fn hooks(&self) -> HookRunner<'_> {
-        HookRunner {
-            hooks: &self.config.hooks,
-            events: &self.events,
-            cwd: self.env.working_directory().to_string_lossy().into_owned(),
-        }
+    fn hooks(&self) -> HookRunner<'_> {
+        HookRunner::new(&self.config.hooks, &self.events, &*self.env)
     }
 
     /// The cost of one model call, by the model that answered (else the profile's).
@@ -487,6 +484,22 @@ impl Worker {
             cancel,
             abort: &self.abort,
             short_id: &self.short_id,
+        }
+    }
+
+    /// The session's parts a compaction works with, borrowed for its duration.
+    fn compaction<'a>(&'a mut self, cancel: &'a CancelToken) -> Compaction<'a> {
+        Compaction {
+            state: &mut self.compaction,
+            history: &self.shared.history,
+            history_chars: &mut self.history_chars,
+            config: &self.config,
+            profile: &self.profile,
+            client: &self.client,
+            env: &*self.env,
+            events: &self.events,
+            transcript: self.transcript.as_deref(),
+            cancel,
         }
     }
 

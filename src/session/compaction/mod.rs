@@ -1,6 +1,5 @@
-//! Context compaction: token accounting, the compaction settings, the plan (what is kept,
-//! where the cut falls, the summary request's input) and the recognition of a provider's
-//! context-overflow error.
+//! Context compaction: token accounting, the compaction settings and the plan (what is
+//! kept, where the cut falls, the summary request's input).
 //!
 //! A session keeps its history under the model's context window. Before each model call the
 //! worker compares its token count (the last reported input tokens plus an estimate of what
@@ -20,7 +19,12 @@
 //! are cut middle-out first, then the oldest turns are dropped with a marker. A summary that
 //! is larger than what it replaced, or that leaves the history above the threshold, is
 //! rejected in favour of a mechanical record. This module plans and measures; it never
-//! sends a request (the worker does, in `run.rs`) and never touches files.
+//! sends a request (the session does, in `session/compact.rs`) and never touches files.
+//!
+//! The host has three seams: [`CompactionConfig::with_summariser`] writes the summary
+//! instead of the model, and the `pre_compact` and `post_compact` hooks
+//! ([`Hooks`](crate::session::Hooks)) add to the summary request and see (or replace) the
+//! summary before it is accepted.
 //!
 //! # Guards
 //!
@@ -37,25 +41,9 @@
 //! # Context-overflow errors
 //!
 //! A request the provider rejects as too long is an error of kind
-//! [`ContextLength`](crate::ErrorKind::ContextLength), whatever the wire format; the
-//! session compacts and retries it once. Recognised shapes (real or documented bodies of
-//! each are in `tests/data/conformance/errors/`, with their sources in that folder's
-//! README):
-//!
-//! | provider | status | type / code | message text |
-//! |---|---|---|---|
-//! | Anthropic | 400 | `invalid_request_error` | "prompt is too long" |
-//! | Anthropic | 413 | `request_too_large` | (the status) |
-//! | OpenAI Responses | 400 | `context_length_exceeded` | "exceeds the context window" |
-//! | OpenAI Chat Completions | 400 | `context_length_exceeded` | "maximum context length" |
-//! | Ollama (`/v1`) | 400 | `invalid_request_error` | "prompt too long; exceeded max context length" |
-//! | llama.cpp server | 400 | `exceed_context_size_error` | "exceeds the available context size" |
-//! | vLLM | 400 | `BadRequestError` | "maximum context length", "maximum model length" |
-//! | LM Studio | 200 with an SSE `error` event, or 400 | — | "context length" ("loaded with context length of only …", "greater than the context length") |
-//! | OpenRouter | 400 | numeric `code` | "maximum context length" |
-//! | Groq | 400 | `context_length_exceeded` | "reduce the length of the messages" |
-//! | DeepSeek | 400 | `invalid_request_error` | "maximum context length" |
-//! | Gemini | 400 | `INVALID_ARGUMENT` | "exceeds the maximum number of tokens" |
+//! [`ContextLength`](crate::ErrorKind::ContextLength), whatever the wire format (the
+//! statuses and messages recognised, provider by provider, are listed beside the code that
+//! recognises them, in `llm/status.rs`); the session compacts and retries it once.
 //!
 //! A server that truncates the prompt silently (Ollama with a small `num_ctx`) reports no
 //! error at all: give the session the server's real window
@@ -64,8 +52,7 @@
 
 pub(crate) mod account;
 pub(crate) mod plan;
-mod prompt;
-pub(crate) mod run;
+pub(crate) mod prompt;
 
 use std::fmt;
 use std::sync::Arc;
@@ -124,29 +111,21 @@ impl CompactionFallback {
             CompactionFallback::Dropped => "dropped",
         }
     }
-}
 
-/// The summary a compaction is about to put into the history, shown to the host's summary
-/// hook ([`CompactionConfig::with_summary_hook`]) before it is accepted.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct ProposedSummary {
-    /// Why the compaction runs.
-    pub reason: CompactionReason,
-    /// The summary text (the model's answer, or the mechanical record when the model's was
-    /// rejected or could not be made).
-    pub summary: String,
-    /// The compaction request's user input (the conversation as text, the completed
-    /// actions, the previous summary).
-    pub input: String,
-    /// History turns the summary replaces.
-    pub turns_summarised: usize,
-    /// Estimated tokens of the history before the compaction.
-    pub tokens_before: usize,
+    /// The stronger of two fallbacks.
+    pub(crate) fn max_with(self, other: CompactionFallback) -> CompactionFallback {
+        let rank = |f: CompactionFallback| match f {
+            CompactionFallback::None => 0,
+            CompactionFallback::Truncated => 1,
+            CompactionFallback::Dropped => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
 }
-
-/// Sees each proposed summary; `Some(text)` replaces it.
-pub type SummaryHook = Arc<dyn Fn(&ProposedSummary) -> Option<String> + Send + Sync>;
 
 /// Writes the summary instead of the model: gets the compaction request, returns the
 /// summary text (`None`: ask the model after all).
@@ -159,18 +138,23 @@ pub type Summariser = Arc<dyn Fn(&Request) -> Option<String> + Send + Sync>;
 /// the user-message budget `min(20 000, 20 % of the threshold)` and the summary's output
 /// limit `min(8 192, threshold / 6)`.
 ///
-/// ```
-/// use agentloop::session::SessionConfig;
-/// use agentloop::session::compaction::CompactionConfig;
+/// The host sees each summary before it is accepted, and may replace it, with a
+/// `post_compact` hook:
 ///
-/// let config = SessionConfig::default().with_compaction(
-///     CompactionConfig::default()
-///         .with_context_window(32_000)
-///         .with_reserve_tokens(6_000)
-///         .with_summary_hook(|proposed| {
-///             Some(format!("{}\n(Reviewed by the host.)", proposed.summary))
-///         }),
-/// );
+/// ```
+/// use agentloop::session::compaction::CompactionConfig;
+/// use agentloop::session::{HookDecision, Hooks, SessionConfig};
+///
+/// let config = SessionConfig::default()
+///     .with_compaction(
+///         CompactionConfig::default()
+///             .with_context_window(32_000)
+///             .with_reserve_tokens(6_000),
+///     )
+///     .with_hooks(Hooks::new().with_post_compact(|input| {
+///         let summary = input.summary.as_deref().unwrap_or_default();
+///         HookDecision::ReplaceSummary(format!("{summary}\n(Reviewed by the host.)"))
+///     }));
 /// assert!(config.compaction.enabled);
 /// ```
 #[derive(Clone)]
@@ -195,8 +179,6 @@ pub struct CompactionConfig {
     pub max_compactions_per_input: usize,
     /// The compaction request's instructions; `None` uses ours.
     pub prompt: Option<String>,
-    /// The host's look at each proposed summary.
-    pub summary_hook: Option<SummaryHook>,
     /// Writes summaries instead of the model.
     pub summariser: Option<Summariser>,
 }
@@ -212,7 +194,6 @@ impl Default for CompactionConfig {
             summary_max_tokens: None,
             max_compactions_per_input: 64,
             prompt: None,
-            summary_hook: None,
             summariser: None,
         }
     }
@@ -229,7 +210,6 @@ impl fmt::Debug for CompactionConfig {
             .field("summary_max_tokens", &self.summary_max_tokens)
             .field("max_compactions_per_input", &self.max_compactions_per_input)
             .field("prompt", &self.prompt.as_ref().map(|_| "custom"))
-            .field("summary_hook", &self.summary_hook.as_ref().map(|_| "hook"))
             .field("summariser", &self.summariser.as_ref().map(|_| "closure"))
             .finish()
     }
@@ -283,16 +263,6 @@ impl CompactionConfig {
     /// Replaces our compaction instructions.
     pub fn with_prompt(mut self, prompt: impl Into<String>) -> CompactionConfig {
         self.prompt = Some(prompt.into());
-        self
-    }
-
-    /// Shows each proposed summary to `hook` before it is accepted; `Some(text)` replaces
-    /// it. The replacement goes through the same guards as the model's summary.
-    pub fn with_summary_hook(
-        mut self,
-        hook: impl Fn(&ProposedSummary) -> Option<String> + Send + Sync + 'static,
-    ) -> CompactionConfig {
-        self.summary_hook = Some(Arc::new(hook));
         self
     }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::session::compaction::CompactionConfig;
-use agentloop::session::{EventKind, Session, SessionConfig, StopReason};
+use agentloop::session::{EventKind, HookDecision, Hooks, Session, SessionConfig, StopReason};
 use agentloop::tools::{ToolInput, ToolOutput};
 use agentloop::unstable::estimate_request_tokens;
 use serde_json::{Value, json};
@@ -304,7 +304,7 @@ fn a_history_too_large_even_cut_drops_the_oldest_turns_with_a_marker() {
 /// A session that ran `rounds` echo rounds with a 200-byte payload in a large window.
 fn ran_rounds(
     rounds: usize,
-    compaction: CompactionConfig,
+    hooks: Hooks,
     summary: impl Fn(&str) -> String + Send + Sync + 'static,
 ) -> (Session, agentloop::session::Events, ScriptedModel) {
     let counter = AtomicUsize::new(0);
@@ -327,7 +327,8 @@ fn ran_rounds(
     let client = crate::support::client_for(model.clone());
     let config = SessionConfig::default()
         .with_loop_detection(false)
-        .with_compaction(compaction.with_recent_tokens(100));
+        .with_compaction(CompactionConfig::default().with_recent_tokens(100))
+        .with_hooks(hooks);
     let session = Session::new(profile(), env, client, config).unwrap();
     let mut events = session.events();
     session.submit("do the steps").unwrap();
@@ -342,13 +343,18 @@ fn ran_rounds(
 fn compact_on_demand_summarises_and_the_hook_sees_and_replaces_the_summary() {
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let log = seen.clone();
-    let hook = CompactionConfig::default().with_summary_hook(move |proposed| {
-        log.lock().unwrap().push(proposed.summary.clone());
-        assert_eq!(proposed.reason, CompactionReason::Manual);
-        assert!(proposed.input.contains("# Completed actions"));
-        Some(format!("{}\n(reviewed by the host)", proposed.summary))
+    let hooks = Hooks::new().with_post_compact(move |input| {
+        let summary = input.summary.clone().unwrap_or_default();
+        log.lock().unwrap().push(summary.clone());
+        assert_eq!(input.compaction_reason(), Some(CompactionReason::Manual));
+        assert!(
+            input
+                .compaction_input()
+                .is_some_and(|input| input.contains("# Completed actions"))
+        );
+        HookDecision::ReplaceSummary(format!("{summary}\n(reviewed by the host)"))
     });
-    let (session, mut events, model) = ran_rounds(12, hook, summarise);
+    let (session, mut events, model) = ran_rounds(12, hooks, summarise);
     assert_eq!(model.request_count(), 13, "no compaction in a 200k window");
     session.compact().unwrap();
     let done = compactions(&collect_until(&mut events, |e| {
@@ -382,9 +388,7 @@ fn compact_on_demand_summarises_and_the_hook_sees_and_replaces_the_summary() {
 
 #[test]
 fn a_summary_larger_than_what_it_replaces_is_rejected_for_a_record_of_the_actions() {
-    let (session, mut events, _model) = ran_rounds(12, CompactionConfig::default(), |_| {
-        "padding ".repeat(20_000)
-    });
+    let (session, mut events, _model) = ran_rounds(12, Hooks::new(), |_| "padding ".repeat(20_000));
     session.compact().unwrap();
     let seen = collect_until(&mut events, |e| {
         matches!(e.kind, EventKind::ContextCompactionEnd { .. })
