@@ -113,7 +113,8 @@ use delivery::Listeners;
 use delivery::{EventSink, Forward};
 use loop_detection::LoopDetector;
 use subagents::Subagents;
-use transcript::{Transcript, TranscriptHeader, TranscriptWriter};
+use transcript::TranscriptWriter;
+use transcript::resume;
 use worker::{Input, Shared, Worker};
 
 use crate::sync::lock;
@@ -213,7 +214,7 @@ impl Session {
         let id = new_session_id();
         let transcript = match (&config.transcript_path, &forward) {
             (Some(path), None) => {
-                let header = transcript_header(&id, &profile, &*env, &config, None);
+                let header = resume::header(&id, &profile, &*env, &config, None);
                 Some(TranscriptWriter::create(path, &header)?)
             }
             _ => None,
@@ -267,84 +268,21 @@ impl Session {
         config: SessionConfig,
     ) -> Result<Session> {
         check_provider(&client, &profile)?;
-        let source = transcript_path.as_ref();
-        let recorded = Transcript::read(source)?;
-        let mut history = recorded.history().clone();
-        let open_calls = history.unanswered_calls();
-        let repair = (!open_calls.is_empty()).then(|| {
-            Turn::tool_results(
-                open_calls
-                    .iter()
-                    .map(|call| {
-                        crate::llm::ToolResult::for_call(
-                            call,
-                            "Tool call not completed: the session stopped before it finished \
-                             and was resumed later. Its effects, if any, are unknown; check \
-                             before repeating it.",
-                            true,
-                        )
-                    })
-                    .collect(),
-            )
-        });
-        if let Some(turn) = &repair {
-            history.push(turn.clone());
-        }
-        history.check_tool_results().map_err(|problem| {
-            Error::new(
-                ErrorKind::Io,
-                format!(
-                    "transcript `{}`: the recorded history is not valid: {problem}",
-                    source.display()
-                ),
-            )
-        })?;
-
         let id = new_session_id();
-        let header = transcript_header(
-            &id,
-            &profile,
-            &*env,
-            &config,
-            Some(recorded.last_session_id().to_string()),
-        );
-        let writer = TranscriptWriter::resume(
-            source,
-            &recorded,
-            config.transcript_path.as_deref(),
-            &header,
-        )?;
-        let mut warnings = Vec::new();
-        if let Some(turn) = &repair {
-            if let Some(failure) = writer.turn(turn) {
-                warnings.push(failure);
-            }
-        }
-        if let Some(torn) = recorded.torn_last_line() {
-            warnings.push(format!(
-                "the transcript's last line was cut short ({} bytes) and was dropped: {}",
-                torn.len(),
-                excerpt(torn, 200)
-            ));
-        }
-        let last = recorded.resumes().last().unwrap_or(recorded.header());
-        if last.profile != profile.id || last.model != profile.model {
-            warnings.push(format!(
-                "resuming a session recorded with profile `{}` and model `{}` with profile \
-                 `{}` and model `{}`",
-                last.profile, last.model, profile.id, profile.model
-            ));
-        }
+        let resumed = resume::resume(transcript_path.as_ref(), &id, &profile, &*env, &config)?;
         let start = Start {
             depth: 0,
             forward: None,
-            history,
-            transcript: Some(writer),
-            warnings,
+            history: resumed.history,
+            transcript: Some(resumed.writer),
+            warnings: resumed.warnings,
         };
         Session::launch(id, profile, env, client, config, start)
     }
 
+    /// Starts the worker of session `id` from `start`: the approval policy as a hook, the
+    /// shared state, the MCP servers, the event sink, the subagents and the compaction
+    /// state, then the named thread.
     fn launch(
         id: String,
         mut profile: ProviderProfile,
@@ -366,15 +304,10 @@ impl Session {
         *lock(&shared.reasoning_effort) = config.reasoning_effort.clone();
         let history_chars = start.history.approx_chars();
         let assistant_turns = start.history.assistant_turns();
+        let compaction = compaction_state(&config, &profile, &start.history);
         *lock(&shared.history) = start.history;
         let abort = CancelToken::new();
-        // MCP servers start now, in parallel, off the host's thread (subagents get none).
-        let mcp = (start.depth == 0 && !config.mcp_servers.is_empty()).then(|| {
-            Arc::new(Mutex::new(crate::mcp::McpServers::start(
-                &config.mcp_servers,
-                &abort,
-            )))
-        });
+        let mcp = start_mcp_servers(&config, start.depth, &abort);
         let mut events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone())
             .forwarded_to(start.forward);
         if config.transcript_events {
@@ -382,32 +315,8 @@ impl Session {
                 events = events.with_transcript(writer.clone());
             }
         }
-        // This session's profile has its subagent tools connected to its children (or
-        // removed at the maximum depth), and the children start from a copy of it: each
-        // connects the tools to its own children in turn (or removes them), replacing
-        // this connection. Connected first, so that the copy shares its tools.
-        let subagents = Arc::new_cyclic(|weak| {
-            subagents::register(
-                &mut profile.tool_registry,
-                weak.clone(),
-                start.depth,
-                &config,
-            );
-            Subagents::new(
-                profile.clone(),
-                env.clone(),
-                client.clone(),
-                config.clone(),
-                events.clone(),
-                start.depth,
-            )
-        });
-        let limits = config
-            .compaction
-            .enabled
-            .then(|| config.compaction.limits(profile.context_window_size))
-            .filter(|limits| limits.window > 0);
-        let compaction = CompactionState::new(limits, &lock(&shared.history));
+        let subagents =
+            connect_subagents(&mut profile, &env, &client, &config, &events, start.depth);
         let worker = Worker {
             compaction,
             short_id: short_id.clone(),
@@ -429,16 +338,7 @@ impl Session {
             totals: Default::default(),
             mcp: mcp.clone(),
         };
-        let handle = thread::Builder::new()
-            .name(format!("agentloop-session-{short_id}"))
-            .spawn(move || worker.run())
-            .map_err(|err| {
-                Error::new(
-                    ErrorKind::Io,
-                    format!("failed to start the session thread: {err}"),
-                )
-                .with_source(err)
-            })?;
+        let handle = spawn_worker(&short_id, worker)?;
         Ok(Session {
             id,
             inbox,
@@ -677,54 +577,73 @@ fn check_provider(client: &Client, profile: &ProviderProfile) -> Result<()> {
     client.provider_for(&probe).map(|_| ())
 }
 
-/// The first `max` characters of `text`, with `…` when cut.
-fn excerpt(text: &str, max: usize) -> String {
-    let mut out: String = text.chars().take(max).collect();
-    if text.chars().count() > max {
-        out.push('…');
-    }
-    out
-}
-
-/// The serialisable settings of `config` for a transcript header (never the approval
-/// hook or the hooks themselves: only which events have hooks).
-fn config_record(config: &SessionConfig) -> serde_json::Value {
-    serde_json::json!({
-        "max_turns": config.max_turns,
-        "max_tool_rounds_per_input": config.max_tool_rounds_per_input,
-        // Milliseconds, as the transcript format has always recorded them.
-        "default_command_timeout_ms": config.default_command_timeout.map(millis),
-        "max_command_timeout_ms": millis(config.max_command_timeout),
-        "reasoning_effort": config.reasoning_effort,
-        "tool_output_limits": config.tool_output_limits,
-        "tool_line_limits": config.tool_line_limits,
-        "enable_loop_detection": config.enable_loop_detection,
-        "loop_detection_window": config.loop_detection_window,
-        "max_subagent_depth": config.max_subagent_depth,
-        "approval_hook": config.approval.is_some(),
-        "hooks": config.hooks.events().iter().map(|e| e.name()).collect::<Vec<_>>(),
-        "allow_outside_working_dir": config.allow_outside_working_dir,
-        "transcript_events": config.transcript_events,
+/// The MCP servers of a host's session, starting now, in parallel, off the host's thread
+/// (a subagent gets none: `depth` > 0).
+fn start_mcp_servers(
+    config: &SessionConfig,
+    depth: usize,
+    abort: &CancelToken,
+) -> Option<Arc<Mutex<crate::mcp::McpServers>>> {
+    (depth == 0 && !config.mcp_servers.is_empty()).then(|| {
+        Arc::new(Mutex::new(crate::mcp::McpServers::start(
+            &config.mcp_servers,
+            abort,
+        )))
     })
 }
 
-fn transcript_header(
-    id: &str,
-    profile: &ProviderProfile,
-    env: &dyn ExecutionEnvironment,
+/// This session's children. The profile's subagent tools are connected to them (or removed
+/// at the maximum depth), and the children start from a copy of the profile: each connects
+/// the tools to its own children in turn (or removes them), replacing this connection.
+/// Connected first, so that the copy shares its tools.
+fn connect_subagents(
+    profile: &mut ProviderProfile,
+    env: &Arc<dyn ExecutionEnvironment>,
+    client: &Client,
     config: &SessionConfig,
-    resumed_from: Option<String>,
-) -> TranscriptHeader {
-    TranscriptHeader {
-        version: transcript::TRANSCRIPT_VERSION,
-        session_id: id.to_string(),
-        profile: profile.id.clone(),
-        model: profile.model.clone(),
-        working_directory: env.working_directory().to_string_lossy().into_owned(),
-        started_at: std::time::SystemTime::now(),
-        config: config_record(config),
-        resumed_from,
-    }
+    events: &EventSink,
+    depth: usize,
+) -> Arc<Subagents> {
+    Arc::new_cyclic(|weak| {
+        subagents::register(&mut profile.tool_registry, weak.clone(), depth, config);
+        Subagents::new(
+            profile.clone(),
+            env.clone(),
+            client.clone(),
+            config.clone(),
+            events.clone(),
+            depth,
+        )
+    })
+}
+
+/// The compaction state of a session starting with `history`: budgets from the
+/// configuration and the profile's window (none when compaction is off).
+fn compaction_state(
+    config: &SessionConfig,
+    profile: &ProviderProfile,
+    history: &History,
+) -> CompactionState {
+    let limits = config
+        .compaction
+        .enabled
+        .then(|| config.compaction.limits(profile.context_window_size))
+        .filter(|limits| limits.window > 0);
+    CompactionState::new(limits, history)
+}
+
+/// Starts the session's named worker thread.
+fn spawn_worker(short_id: &str, worker: Worker) -> Result<JoinHandle<()>> {
+    thread::Builder::new()
+        .name(format!("agentloop-session-{short_id}"))
+        .spawn(move || worker.run())
+        .map_err(|err| {
+            Error::new(
+                ErrorKind::Io,
+                format!("failed to start the session thread: {err}"),
+            )
+            .with_source(err)
+        })
 }
 
 /// A new session id: 128 bits formatted as a UUID v4 string.
@@ -761,11 +680,6 @@ pub(crate) fn new_session_id() -> String {
         &hex[16..20],
         &hex[20..]
     )
-}
-
-/// A duration in whole milliseconds, saturating (the transcript header's unit).
-fn millis(duration: std::time::Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -73,6 +73,7 @@
 //! arguments and outputs are recorded as the model saw them (and, with events on, in
 //! full), so what a command prints is in the transcript just as the model received it.
 
+pub(crate) mod resume;
 mod scripted;
 mod writer;
 
