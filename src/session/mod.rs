@@ -89,6 +89,7 @@ mod config;
 mod delivery;
 mod events;
 mod history;
+mod hook_commands;
 mod hook_runner;
 mod hooks;
 mod input_events;
@@ -106,6 +107,7 @@ pub use events::{CloseReason, EventKind, SessionEvent, SessionState, StopReason}
 pub use history::{
     AssistantTurn, History, SteeringTurn, SummaryTurn, SystemTurn, ToolResultsTurn, Turn, UserTurn,
 };
+pub use hook_commands::HookCommands;
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 
 use compact::CompactionState;
