@@ -79,7 +79,7 @@ fn main() {
             Err(e) => println!("err {e}"),
         },
         "docs" => {
-            let docs = agentloop::prompt::discover_project_docs(&env, arg(2));
+            let docs = agentloop::unstable::discover_project_docs(&env, arg(2));
             println!(
                 "ok files={} text_bytes={}",
                 docs.files.len(),

@@ -99,7 +99,7 @@ mod json;
 pub mod llm;
 pub mod mcp;
 pub mod profiles;
-pub mod prompt;
+mod prompt;
 pub mod session;
 mod sync;
 mod time;

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use agentloop::CancelToken;
 use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::ToolCall;
-use agentloop::mcp::{McpServer, McpServers};
+use agentloop::mcp::McpServer;
 use agentloop::tools::{ToolContext, ToolRegistry};
+use agentloop::unstable::McpServers;
 use serde_json::json;
 
 use crate::{Row, ms};
@@ -87,7 +88,8 @@ pub fn run() -> Vec<Row> {
     let mut ours = Vec::new();
     for _ in 0..CALLS {
         let started = Instant::now();
-        let outcome = registry.prepare(&call).map(|call| call.run(&ctx));
+        let outcome =
+            agentloop::unstable::prepare_call(&registry, &call).map(|call| call.run(&ctx));
         ours.push(started.elapsed());
         if !outcome.as_ref().is_ok_and(|o| o.text == "Echo: ping") {
             return vec![row("echo call", format!("failed: {outcome:?}"), "")];

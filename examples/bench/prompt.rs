@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::ToolDefinition;
-use agentloop::prompt::{
+use agentloop::unstable::{
     EnvironmentContext, base_instructions, build_system_prompt, discover_project_docs,
 };
 

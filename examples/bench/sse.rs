@@ -2,8 +2,8 @@
 //! OpenAI Responses, Chat Completions, Gemini) over the recorded streams.
 //!
 //! Parse: the Anthropic captures concatenated and repeated into a 64 MiB buffer, fed to
-//! `sse::Parser` in 16 KiB reads (the HTTP reader's buffer size), events counted.
-//! Parse+decode: each capture decoded whole by `anthropic::decode_stream` (SSE parse, JSON
+//! `unstable::SseParser` in 16 KiB reads (the HTTP reader's buffer size), events counted.
+//! Parse+decode: each capture decoded whole by `unstable::decode_anthropic_stream` (SSE parse, JSON
 //! per event, response building, the final `Finish`) until 64 MiB have been processed;
 //! the example reaches the decoder through that public offline helper because examples
 //! see only the public API. The other formats are measured the same way through their own
@@ -18,9 +18,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agentloop::Result;
-use agentloop::llm::anthropic::decode_stream;
-use agentloop::llm::sse::Parser;
-use agentloop::llm::{Response, gemini, openai, openai_chat};
+use agentloop::llm::Response;
+use agentloop::unstable::{
+    SseParser as Parser, decode_anthropic_stream as decode_stream, decode_gemini_stream,
+    decode_openai_chat_stream, decode_openai_stream,
+};
 
 use crate::Row;
 
@@ -143,17 +145,9 @@ pub fn run() -> Vec<Row> {
     ];
     type DecodeFn = fn(&[u8]) -> Result<Response>;
     let formats: [(&str, &str, DecodeFn); 3] = [
-        (
-            "openai-responses",
-            "openai responses",
-            openai::decode_stream,
-        ),
-        (
-            "openai-chat",
-            "chat completions",
-            openai_chat::decode_stream,
-        ),
-        ("gemini", "gemini", gemini::decode_stream),
+        ("openai-responses", "openai responses", decode_openai_stream),
+        ("openai-chat", "chat completions", decode_openai_chat_stream),
+        ("gemini", "gemini", decode_gemini_stream),
     ];
     for (folder, label, decode) in formats {
         let files: Vec<Vec<u8>> = captures_in(folder)

@@ -63,7 +63,9 @@ fn run_tool(tool: RegisteredTool, env: &LocalExecutionEnvironment, call: &ToolCa
     registry.register(tool);
     let cancel = CancelToken::new();
     let ctx = ToolContext::new(env, &call.id, &cancel);
-    let outcome = registry.prepare(call).expect("valid call").run(&ctx);
+    let outcome = agentloop::unstable::prepare_call(&registry, call)
+        .expect("valid call")
+        .run(&ctx);
     !outcome.is_error
 }
 

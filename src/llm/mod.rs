@@ -12,7 +12,7 @@
 //! The serde derives on these types are a public format (transcripts, JSONL events); the
 //! wire-format structs of each provider stay private to their own file.
 
-pub mod sse;
+pub(crate) mod sse;
 
 mod accumulate;
 mod base_url;

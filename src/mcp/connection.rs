@@ -18,11 +18,12 @@ use crate::cancel::CancelToken;
 use crate::sync::lock;
 
 /// The revision with `server/discover` and per-request `_meta` (no handshake).
-pub const MODERN_VERSION: &str = "2026-07-28";
+pub(crate) const MODERN_VERSION: &str = "2026-07-28";
 /// The handshake revisions this client speaks, newest first.
-pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(crate) const LEGACY_VERSIONS: [&str; 4] =
+    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 /// The error code a `2026-07-28` server answers an unsupported revision with.
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// Sends one JSON-RPC message to the server.
 pub(crate) trait Outbound: Send + Sync {

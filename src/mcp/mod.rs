@@ -17,7 +17,7 @@
 //!   an old one; a server that ignores the probe costs that much startup time), the `initialize` → `notifications/initialized` handshake of
 //!   `2024-11-05` … `2025-11-25` — unless `initialize` is refused with −32022 (the probe's
 //!   answer came late), which means `2026-07-28` after all.
-//! - **Tools** are registered as `mcp__<server>__<tool>` (see [`names`] for the name and
+//! - **Tools** are registered as `mcp__<server>__<tool>` (`names.rs` holds the name and
 //!   schema rules per provider), re-listed after `notifications/tools/list_changed` (at the
 //!   next input). Arguments are validated against the server's own schema before the call.
 //!   Results: text parts, the first image as an image part, resource links and embedded
@@ -42,13 +42,10 @@ use crate::error::{Error, ErrorKind, Result};
 
 mod connection;
 mod http;
-pub mod names;
-mod server;
+pub(crate) mod names;
+pub(crate) mod server;
 mod stdio;
 mod tools;
-
-pub use connection::{LEGACY_VERSIONS, MODERN_VERSION, UNSUPPORTED_PROTOCOL_VERSION};
-pub use server::McpServers;
 
 /// One MCP server to connect to: a command (stdio) or a URL (Streamable HTTP).
 ///

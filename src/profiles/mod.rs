@@ -14,13 +14,13 @@
 //! Every profile also has the subagent tools `spawn_agent`, `send_input`, `wait` and
 //! `close_agent` (`tools/subagent.rs`); a session whose depth reaches
 //! `SessionConfig::max_subagent_depth` removes them. The capability flags come from a
-//! documented table by model family ([`model_info`]); parallel tool calls are on for all
-//! three.
+//! documented table by model family (see [`ProviderProfile::with_model`]); parallel tool
+//! calls are on for all three.
 //!
 //! # The system prompt
 //!
 //! [`ProviderProfile::build_system_prompt`] assembles the five layers of spec §6.1 with
-//! [`crate::prompt`]: the profile's base instructions (our own words, covering the topics
+//! the prompt module (reachable through [`crate::unstable`]): the profile's base instructions (our own words, covering the topics
 //! of the provider's native agent), the environment block and git snapshot, the tool list,
 //! the project instruction files (`AGENTS.md` plus the profile family's own file:
 //! `.codex/instructions.md`, `CLAUDE.md` or `GEMINI.md`), and last the host's instructions
@@ -98,7 +98,7 @@ use crate::tools::{RegisteredTool, ToolRegistry};
 
 pub use anthropic::{CONTEXT_1M_BETA, INTERLEAVED_THINKING_BETA, anthropic};
 pub use gemini::gemini;
-pub use models::{ModelInfo, model_info};
+use models::{ModelInfo, model_info};
 pub use openai::openai;
 
 /// The model a session talks to, its tools, base instructions and capability flags.
@@ -192,8 +192,27 @@ impl ProviderProfile {
         }
     }
 
-    /// Sets the model. When the model belongs to a family of the [`model_info`] table, the
-    /// context window and the reasoning flag follow it; otherwise they stay as they were.
+    /// Sets the model. When the model belongs to a family of this table, the context window
+    /// and the reasoning flag follow it; otherwise they stay as they were.
+    ///
+    /// | model id starts with | context window (tokens) | reasons |
+    /// |---|---|---|
+    /// | `claude-3-7` | 200 000 | yes |
+    /// | `claude-3` (other 3.x) | 200 000 | no |
+    /// | `claude-` (Claude 4 and later) | 200 000 | yes |
+    /// | `gpt-5`, `gpt-5.1`, `gpt-5.2-codex`, … | 400 000 | yes |
+    /// | `gpt-4.1` | 1 047 576 | no |
+    /// | `gpt-4o`, `gpt-4` | 128 000 | no |
+    /// | `gpt-3.5` | 16 385 | no |
+    /// | `o1`, `o3`, `o4`, `codex-` | 200 000 | yes |
+    /// | `gemini-1.5-pro` | 2 097 152 | no |
+    /// | `gemini-1.5`, `gemini-2.0` | 1 048 576 | no |
+    /// | `gemini-` (2.5, 3 and later) | 1 048 576 | yes |
+    ///
+    /// The longest matching prefix wins. A provider prefix such as `models/` or `openai/` is
+    /// ignored. Claude's 1M-token window needs a beta header and is not assumed; a host that
+    /// sends it sets the window itself with
+    /// [`with_context_window_size`](Self::with_context_window_size).
     pub fn with_model(mut self, model: impl Into<String>) -> ProviderProfile {
         self.model = model.into();
         if let Some(info) = model_info(&self.model) {
@@ -330,7 +349,7 @@ impl ProviderProfile {
 
     /// The system prompt (spec §6.1): base instructions, environment block and git
     /// snapshot, tool list, project instructions, host instructions — see
-    /// [`prompt::build_system_prompt`].
+    /// [`unstable::build_system_prompt`](crate::unstable::build_system_prompt).
     ///
     /// Uses what [`capture_environment`](Self::capture_environment) captured (a session
     /// captures at its start, so every round sends the same bytes); without a capture it
@@ -398,7 +417,7 @@ fn register_all(profile: &mut ProviderProfile, tools: impl IntoIterator<Item = R
     for tool in tools {
         profile.tool_registry.register(tool);
     }
-    for tool in crate::tools::subagent_tools() {
+    for tool in crate::tools::subagent::tools() {
         profile.tool_registry.register(tool);
     }
 }

@@ -4,11 +4,11 @@
 /// What a profile assumes about one model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct ModelInfo {
+pub(crate) struct ModelInfo {
     /// The context window in tokens (advisory: used for the 80 % usage warning).
-    pub context_window: usize,
+    pub(crate) context_window: usize,
     /// Whether the model reasons (thinking, reasoning effort).
-    pub supports_reasoning: bool,
+    pub(crate) supports_reasoning: bool,
 }
 
 const TABLE: &[(&str, usize, bool)] = &[
@@ -30,35 +30,11 @@ const TABLE: &[(&str, usize, bool)] = &[
     ("gemini-", 1_048_576, true),
 ];
 
-/// What the profile assumes about `model`, or `None` for a model of no known family.
-///
-/// | model id starts with | context window (tokens) | reasons |
-/// |---|---|---|
-/// | `claude-3-7` | 200 000 | yes |
-/// | `claude-3` (other 3.x) | 200 000 | no |
-/// | `claude-` (Claude 4 and later) | 200 000 | yes |
-/// | `gpt-5`, `gpt-5.1`, `gpt-5.2-codex`, … | 400 000 | yes |
-/// | `gpt-4.1` | 1 047 576 | no |
-/// | `gpt-4o`, `gpt-4` | 128 000 | no |
-/// | `gpt-3.5` | 16 385 | no |
-/// | `o1`, `o3`, `o4`, `codex-` | 200 000 | yes |
-/// | `gemini-1.5-pro` | 2 097 152 | no |
-/// | `gemini-1.5`, `gemini-2.0` | 1 048 576 | no |
-/// | `gemini-` (2.5, 3 and later) | 1 048 576 | yes |
-///
-/// The longest matching prefix wins. A provider prefix such as `models/` or `openai/` is
-/// ignored. Claude's 1M-token window needs a beta header and is not assumed; a host that
-/// sends it sets the window itself with
-/// [`ProviderProfile::with_context_window_size`](crate::profiles::ProviderProfile::with_context_window_size).
-///
-/// ```
-/// use agentloop::profiles::model_info;
-/// assert_eq!(model_info("gpt-5.2-codex").unwrap().context_window, 400_000);
-/// assert!(!model_info("claude-3-5-haiku-latest").unwrap().supports_reasoning);
-/// assert_eq!(model_info("models/gemini-2.5-pro").unwrap().context_window, 1_048_576);
-/// assert!(model_info("qwen2.5-coder").is_none());
-/// ```
-pub fn model_info(model: &str) -> Option<ModelInfo> {
+/// What the profile assumes about `model`, or `None` for a model of no known family: the
+/// longest matching prefix of the table (see
+/// [`ProviderProfile::with_model`](crate::profiles::ProviderProfile::with_model)), a
+/// provider prefix such as `models/` or `openai/` ignored.
+pub(crate) fn model_info(model: &str) -> Option<ModelInfo> {
     let name = model.rsplit('/').next().unwrap_or(model);
     TABLE
         .iter()
@@ -73,6 +49,21 @@ pub fn model_info(model: &str) -> Option<ModelInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_longest_prefix_wins_and_provider_prefixes_are_ignored() {
+        assert_eq!(model_info("gpt-5.2-codex").unwrap().context_window, 400_000);
+        assert!(
+            !model_info("claude-3-5-haiku-latest")
+                .unwrap()
+                .supports_reasoning
+        );
+        assert_eq!(
+            model_info("models/gemini-2.5-pro").unwrap().context_window,
+            1_048_576
+        );
+        assert!(model_info("qwen2.5-coder").is_none());
+    }
 
     #[test]
     fn the_longest_prefix_wins() {

@@ -8,11 +8,14 @@
 //! round of a session sends the same system prompt (a stable prefix for prompt caching).
 //! This module never spawns processes, reads environment variables, or keeps state.
 //!
+//! Hosts get all of it through [`ProviderProfile`](crate::profiles::ProviderProfile); the
+//! bench and the tests reach it through [`unstable`](crate::unstable), outside semver.
+//!
 //! ```
-//! use agentloop::prompt::{build_system_prompt, base_instructions, ProjectDocs};
+//! use agentloop::unstable::{build_system_prompt, base_instructions, ProjectDocs};
 //! # fn demo(env: &dyn agentloop::exec::ExecutionEnvironment) {
-//! let context = agentloop::prompt::EnvironmentContext::capture(env, "claude-opus-4-6");
-//! let docs = agentloop::prompt::discover_project_docs(env, "anthropic");
+//! let context = agentloop::unstable::EnvironmentContext::capture(env, "claude-opus-4-6");
+//! let docs = agentloop::unstable::discover_project_docs(env, "anthropic");
 //! let base = base_instructions("anthropic").unwrap();
 //! let prompt = build_system_prompt(base, &context, &[], &docs, Some("Answer in French."));
 //! assert!(prompt.ends_with("Answer in French.\n"));
@@ -115,15 +118,9 @@ pub fn build_system_prompt(
     out
 }
 
-/// The tool descriptions layer on its own: a `# Tools` heading, then one line per tool,
+/// The tool descriptions layer: a `# Tools` heading, then one line per tool,
 /// `- name: summary`, where the summary is the first paragraph of its description with
 /// line breaks folded into spaces. Freeform tools are marked as taking plain text.
-pub fn render_tool_descriptions(tools: &[ToolDefinition]) -> String {
-    let mut out = String::with_capacity(64 * tools.len() + 64);
-    render_tool_descriptions_into(tools, &mut out);
-    out
-}
-
 fn render_tool_descriptions_into(tools: &[ToolDefinition], out: &mut String) {
     out.push_str(TOOLS_HEADING);
     out.push_str(
@@ -199,6 +196,13 @@ mod tests {
             knowledge_cutoff: "unknown".into(),
             git: None,
         }
+    }
+
+    /// The tool descriptions layer on its own.
+    fn render_tool_descriptions(tools: &[ToolDefinition]) -> String {
+        let mut out = String::new();
+        render_tool_descriptions_into(tools, &mut out);
+        out
     }
 
     #[test]

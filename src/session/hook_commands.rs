@@ -3,31 +3,7 @@
 //! the session's [`ExecutionEnvironment`] (in its own process group, killed at its timeout).
 //! This file never spawns anything itself.
 //!
-//! The file maps each event to a list of commands:
-//!
-//! ```json
-//! { "PreToolUse": [ { "matcher": "^shell$", "command": "./check.sh", "timeout_ms": 5000 } ] }
-//! ```
-//!
-//! Event names are `PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `Stop`, `SessionStart`,
-//! `SessionEnd`, `SubagentStart`, `SubagentStop`, `PreCompact`, `PostCompact` (snake case
-//! works too; the object may also sit under a top-level `"hooks"` key). `matcher` is a
-//! regular expression on the tool name (tool events only; absent, empty or `*` matches
-//! every tool); `timeout_ms` defaults to 60 000.
-//!
-//! A command gets the hook input as one JSON object on stdin and answers by exit status:
-//! 0 goes on, and its stdout may hold a JSON decision (below); 2 blocks, with stderr as the
-//! reason (the model reads it for `PreToolUse`, the host for `UserPromptSubmit`; for `Stop`
-//! it continues the input with stderr as the message, for `PostToolUse` stderr is added to
-//! what the model sees); any other status, or a timeout, is a warning — and for
-//! `PreToolUse` and `UserPromptSubmit` a timeout or a failure to start is also a denial.
-//!
-//! The JSON decision on stdout (exit 0) has one of: `{"decision": "block", "reason": …}`
-//! (`Stop`: continue with the reason), `{"arguments": {…}}` (replace a tool call's
-//! arguments), `{"additional_context": "…"}`, `{"output": "…"}` (replace what the model
-//! sees of a tool's output), `{"prompt": "…"}` (rewrite an input), `{"continue_with": "…"}`
-//! (`Stop`), `{"summary": "…"}` (`PostCompact`). Plain non-JSON stdout is added as context
-//! for `UserPromptSubmit`, `PostToolUse` and `PreCompact`, and ignored elsewhere.
+//! The format and the rules are in [`HookCommands`]' docs.
 
 use std::fmt;
 use std::sync::Arc;
@@ -44,9 +20,35 @@ use crate::exec::{CommandRequest, ExecutionEnvironment};
 /// The default timeout of a hook command.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The commands of a hooks file (see the [module docs](self) for the format and how a
-/// command answers): parse the file's text, then add the commands to a session's
-/// [`Hooks`].
+/// The commands of a hooks file: parse the file's text, then add the commands to a
+/// session's [`Hooks`]. Each command runs through the session's
+/// [`ExecutionEnvironment`], in its own process group, killed at its timeout.
+///
+/// The file maps each event to a list of commands:
+///
+/// ```json
+/// { "PreToolUse": [ { "matcher": "^shell$", "command": "./check.sh", "timeout_ms": 5000 } ] }
+/// ```
+///
+/// Event names are `PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `Stop`, `SessionStart`,
+/// `SessionEnd`, `SubagentStart`, `SubagentStop`, `PreCompact`, `PostCompact` (snake case
+/// works too; the object may also sit under a top-level `"hooks"` key). `matcher` is a
+/// regular expression on the tool name (tool events only; absent, empty or `*` matches
+/// every tool); `timeout_ms` defaults to 60 000.
+///
+/// A command gets the hook input as one JSON object on stdin and answers by exit status:
+/// 0 goes on, and its stdout may hold a JSON decision (below); 2 blocks, with stderr as the
+/// reason (the model reads it for `PreToolUse`, the host for `UserPromptSubmit`; for `Stop`
+/// it continues the input with stderr as the message, for `PostToolUse` stderr is added to
+/// what the model sees); any other status, or a timeout, is a warning — and for
+/// `PreToolUse` and `UserPromptSubmit` a timeout or a failure to start is also a denial.
+///
+/// The JSON decision on stdout (exit 0) has one of: `{"decision": "block", "reason": …}`
+/// (`Stop`: continue with the reason), `{"arguments": {…}}` (replace a tool call's
+/// arguments), `{"additional_context": "…"}`, `{"output": "…"}` (replace what the model
+/// sees of a tool's output), `{"prompt": "…"}` (rewrite an input), `{"continue_with": "…"}`
+/// (`Stop`), `{"summary": "…"}` (`PostCompact`). Plain non-JSON stdout is added as context
+/// for `UserPromptSubmit`, `PostToolUse` and `PreCompact`, and ignored elsewhere.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -160,7 +160,7 @@ pub struct Session {
     shared: Arc<Shared>,
     abort: CancelToken,
     worker: Mutex<Option<JoinHandle<()>>>,
-    mcp: Option<Arc<Mutex<crate::mcp::McpServers>>>,
+    mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
 }
 
 impl fmt::Debug for Session {
@@ -585,9 +585,9 @@ fn start_mcp_servers(
     config: &SessionConfig,
     depth: usize,
     abort: &CancelToken,
-) -> Option<Arc<Mutex<crate::mcp::McpServers>>> {
+) -> Option<Arc<Mutex<crate::mcp::server::McpServers>>> {
     (depth == 0 && !config.mcp_servers.is_empty()).then(|| {
-        Arc::new(Mutex::new(crate::mcp::McpServers::start(
+        Arc::new(Mutex::new(crate::mcp::server::McpServers::start(
             &config.mcp_servers,
             abort,
         )))

@@ -27,8 +27,9 @@ use crate::exec::{ExecutionEnvironment, OutputStream};
 use crate::llm::{ToolCall, ToolResult};
 use crate::profiles::ProviderProfile;
 use crate::sync::lock;
+use crate::tools::ToolContext;
+use crate::tools::prepared::{PreparedCall, ToolOutcome};
 use crate::tools::truncate::truncate_tool_output;
-use crate::tools::{PreparedCall, ToolContext, ToolOutcome};
 
 /// What the round needs from the session, borrowed for its duration.
 pub(crate) struct ToolRound<'a> {

@@ -119,7 +119,7 @@ pub(crate) struct Worker {
     /// Usage and cost of every model call so far (for `SESSION_END`).
     pub(crate) totals: Totals,
     /// The session's MCP servers, registered into the tool registry before each input.
-    pub(crate) mcp: Option<Arc<Mutex<crate::mcp::McpServers>>>,
+    pub(crate) mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
 }
 
 impl Worker {

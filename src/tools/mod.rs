@@ -1,11 +1,19 @@
 //! Tools: the registry, argument validation, output truncation and the shared executors.
 //!
 //! A tool is a [`ToolDefinition`] (what the model sees) plus an executor (what runs). The
-//! pipeline for one call is: look up → validate ([`ToolRegistry::prepare`]) → (the session's
-//! approval hook) → execute ([`PreparedCall::run`]) → truncate (spec §5, `tools/truncate.rs`) → the model
-//! gets the truncated text, the host's `TOOL_CALL_END` event gets the full text.
+//! session's pipeline for one call is: look up and validate (`prepared.rs`) → the
+//! `pre_tool_use` hooks (the approval policy is the last of them) → execute → the
+//! `post_tool_use` hooks → truncate (spec §5, `truncate.rs`) → the model gets the truncated
+//! text, the host's `TOOL_CALL_END` event gets the full text.
 //!
-//! A tool failure is never a Rust error of the session: it is a [`ToolOutcome`] with
+//! Where a call executes is a performance path, not a difference in what it does
+//! (`session/tool_round.rs`): on the round's own thread when the tool returns promptly on
+//! cancel ([`RegisteredTool::returns_on_cancel`]); on that thread too, with the round's
+//! cancel token as the thread's current one, when the tool does only bounded operations on
+//! local files ([`RegisteredTool::bounded_file_io`]: no helper thread to start and join);
+//! otherwise on a helper thread the round can give up on after a cancel.
+//!
+//! A tool failure is never a Rust error of the session: it is a result with
 //! `is_error = true` whose text tells the model what went wrong and what to do instead.
 //! Executors talk only to the [`ExecutionEnvironment`]; they never touch the filesystem or
 //! spawn processes themselves.
@@ -19,7 +27,7 @@ use serde_json::{Map, Value};
 
 use crate::cancel::CancelToken;
 use crate::exec::{ExecutionEnvironment, OutputCallback};
-use crate::llm::{ImageData, ToolCall, ToolKind};
+use crate::llm::{ImageData, ToolCall};
 
 use crate::llm::{FreeformFormat, ToolDefinition};
 
@@ -28,6 +36,7 @@ pub(crate) mod edit_file;
 pub(crate) mod glob;
 pub(crate) mod grep;
 pub(crate) mod list_dir;
+pub(crate) mod prepared;
 pub(crate) mod read_file;
 pub(crate) mod read_many_files;
 pub(crate) mod schema;
@@ -84,13 +93,6 @@ pub fn list_dir() -> RegisteredTool {
 /// `read_many_files`: several files (paths or globs) in one call, within a budget.
 pub fn read_many_files() -> RegisteredTool {
     read_many_files::tool()
-}
-
-/// The subagent tools `spawn_agent`, `send_input`, `wait` and `close_agent` (spec §7), for a
-/// profile built by hand; every built-in profile has them already. A session connects them
-/// to its children when it starts, or removes them at `SessionConfig::max_subagent_depth`.
-pub fn subagent_tools() -> Vec<RegisteredTool> {
-    subagent::tools()
 }
 
 /// What an executor receives.
@@ -328,103 +330,9 @@ impl ToolRegistry {
         tools.into_iter().map(|(_, tool)| &**tool)
     }
 
-    /// Looks up and validates `call`. An `Err` is the error text for the model
-    /// (unknown tool, invalid JSON, schema violation).
-    pub fn prepare(&self, call: &ToolCall) -> Result<PreparedCall, String> {
-        let Some((_, tool)) = self.tools.get(&call.name) else {
-            let mut names = self.names();
-            names.sort();
-            return Err(format!(
-                "Unknown tool: {}. Available tools: {}.",
-                call.name,
-                names.join(", ")
-            ));
-        };
-        let input = match (call.kind, &call.arguments) {
-            (ToolKind::Custom, Value::String(raw)) => ToolInput::Freeform(raw.clone()),
-            (_, args) => ToolInput::Json(schema::parse_arguments(
-                &call.name,
-                args,
-                &tool.definition.parameters,
-            )?),
-        };
-        Ok(PreparedCall {
-            tool: Arc::clone(tool),
-            input,
-        })
-    }
-}
-
-/// A call that passed lookup and validation, ready to run.
-#[derive(Debug, Clone)]
-pub struct PreparedCall {
-    tool: Arc<RegisteredTool>,
-    input: ToolInput,
-}
-
-/// The result of running one tool call, before truncation.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ToolOutcome {
-    /// The full output or error text.
-    pub text: String,
-    /// Whether the tool failed.
-    pub is_error: bool,
-    /// An image for the model, if the tool returned one.
-    pub image: Option<ImageData>,
-}
-
-impl PreparedCall {
-    /// Whether the tool returns promptly on cancel ([`RegisteredTool::returns_on_cancel`]).
-    pub(crate) fn returns_on_cancel(&self) -> bool {
-        self.tool.returns_on_cancel
-    }
-
-    /// Whether the tool does only bounded file operations ([`RegisteredTool::bounded_file_io`]).
-    pub(crate) fn bounded_file_io(&self) -> bool {
-        self.tool.bounded_file_io
-    }
-
-    /// The validated input.
-    pub fn input(&self) -> &ToolInput {
-        &self.input
-    }
-
-    /// The tool's definition.
-    pub fn definition(&self) -> &ToolDefinition {
-        &self.tool.definition
-    }
-
-    /// Runs the executor. A panic in the executor becomes an error outcome.
-    pub fn run(self, ctx: &ToolContext<'_>) -> ToolOutcome {
-        let name = self.tool.definition.name.clone();
-        let executor = &self.tool.executor;
-        let input = self.input;
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| executor(input, ctx)));
-        match result {
-            Ok(Ok(output)) => ToolOutcome {
-                text: output.text,
-                is_error: false,
-                image: output.image,
-            },
-            Ok(Err(message)) => ToolOutcome {
-                text: format!("Tool error ({name}): {message}"),
-                is_error: true,
-                image: None,
-            },
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_string());
-                ToolOutcome {
-                    text: format!("Tool error ({name}): the tool crashed: {what}"),
-                    is_error: true,
-                    image: None,
-                }
-            }
-        }
+    /// Looks up and validates `call` ([`prepared::prepare_call`]).
+    pub(crate) fn prepare(&self, call: &ToolCall) -> Result<prepared::PreparedCall, String> {
+        prepared::prepare_call(self, call)
     }
 }
 

@@ -51,9 +51,11 @@ pub(crate) struct SpawnRequest<'a> {
 pub(crate) type SubagentHandler =
     Arc<dyn Fn(SubagentCall<'_>, &ToolContext<'_>) -> Result<ToolOutput, String> + Send + Sync>;
 
-/// The four subagent tools, in the order profiles list them, not yet connected to a
-/// session: each answers that subagents are not available.
-pub(crate) fn tools() -> Vec<RegisteredTool> {
+/// The subagent tools `spawn_agent`, `send_input`, `wait` and `close_agent` (spec §7), in
+/// the order profiles list them, not yet connected to a session: each answers that
+/// subagents are not available. Every built-in profile has them; a session connects them
+/// to its children when it starts, or removes them at `SessionConfig::max_subagent_depth`.
+pub fn tools() -> Vec<RegisteredTool> {
     with_handler(Arc::new(|_, _| {
         Err("subagents are not available in this session; do the work yourself".to_string())
     }))

@@ -1,9 +1,8 @@
 //! The Anthropic Messages adapter against recorded streams and a loopback server.
 
 use agentloop::ErrorKind;
-use agentloop::llm::anthropic::decode_stream;
-use agentloop::llm::sse::Parser;
 use agentloop::llm::{FinishKind, Message, Request, StreamEvent, ToolDefinition, ToolResult};
+use agentloop::unstable::{SseParser as Parser, decode_anthropic_stream as decode_stream};
 use serde_json::{Value, json};
 
 use crate::support::{self, Reply, Server, conformance, served};

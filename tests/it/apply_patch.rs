@@ -199,7 +199,9 @@ fn paths_outside_the_working_directory_are_allowed_only_when_the_context_says_so
     registry.register(apply_patch());
 
     let ctx = ToolContext::new(&env, "c", &cancel);
-    let outcome = registry.prepare(&patch_call(patch)).unwrap().run(&ctx);
+    let outcome = agentloop::unstable::prepare_call(&registry, &patch_call(patch))
+        .unwrap()
+        .run(&ctx);
     assert!(outcome.is_error);
     assert!(
         outcome.text.contains("outside the working directory"),
@@ -210,7 +212,9 @@ fn paths_outside_the_working_directory_are_allowed_only_when_the_context_says_so
 
     let mut ctx = ToolContext::new(&env, "c", &cancel);
     ctx.allow_outside_working_dir = true;
-    let outcome = registry.prepare(&patch_call(patch)).unwrap().run(&ctx);
+    let outcome = agentloop::unstable::prepare_call(&registry, &patch_call(patch))
+        .unwrap()
+        .run(&ctx);
     assert!(!outcome.is_error, "{}", outcome.text);
     assert_eq!(
         fs::read_to_string(outer.path().join("outside.txt")).unwrap(),
@@ -305,7 +309,9 @@ fn a_write_failing_part_way_restores_the_files_already_written() {
     let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-old a\n+new a\n\
                  *** Add File: b/new.txt\n+new\n*** Delete File: gone.txt\n\
                  *** Update File: z.txt\n@@\n-old z\n+new z\n*** End Patch";
-    let outcome = registry.prepare(&patch_call(patch)).unwrap().run(&ctx);
+    let outcome = agentloop::unstable::prepare_call(&registry, &patch_call(patch))
+        .unwrap()
+        .run(&ctx);
     assert!(outcome.is_error, "{}", outcome.text);
     assert!(
         outcome.text.contains("writing z.txt failed"),

@@ -17,9 +17,8 @@ use agentloop::exec::{
     GrepOutput, LocalExecutionEnvironment, OutputCallback,
 };
 use agentloop::llm::ToolCall;
-use agentloop::tools::{
-    ToolContext, ToolOutcome, ToolRegistry, apply_patch, edit_file, read_file, write_file,
-};
+use agentloop::tools::{ToolContext, ToolRegistry, apply_patch, edit_file, read_file, write_file};
+use agentloop::unstable::{ToolOutcome, prepare_call};
 use serde_json::{Value, json};
 
 pub(crate) fn run_tool(env: &dyn ExecutionEnvironment, name: &str, args: Value) -> ToolOutcome {
@@ -30,8 +29,7 @@ pub(crate) fn run_tool(env: &dyn ExecutionEnvironment, name: &str, args: Value) 
     registry.register(apply_patch());
     let cancel = CancelToken::new();
     let ctx = ToolContext::new(env, "c", &cancel);
-    registry
-        .prepare(&ToolCall::new("c", name, args))
+    prepare_call(&registry, &ToolCall::new("c", name, args))
         .expect("valid arguments")
         .run(&ctx)
 }

@@ -1,7 +1,7 @@
 //! The Gemini format against recorded streams and a loopback server.
 
-use agentloop::llm::gemini::decode_stream;
 use agentloop::llm::{Client, Message, Request, ToolResult};
+use agentloop::unstable::decode_gemini_stream as decode_stream;
 
 use crate::support::providers::{self, GEMINI_KEY};
 use crate::support::{self, Reply, Server, conformance, served};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agentloop::exec::LocalExecutionEnvironment;
-use agentloop::prompt::EnvironmentContext;
+use agentloop::unstable::EnvironmentContext;
 
 /// Runs git in `dir` for the setup, with a private configuration.
 fn git(dir: &Path, args: &[&str]) -> String {

@@ -272,7 +272,7 @@ fn a_huge_claude_md_is_read_only_to_the_budget_in_bounded_memory() {
         .and_then(|rest| rest.lines().next())
         .and_then(|n| n.parse().ok())
         .unwrap();
-    assert!(text_bytes <= agentloop::prompt::PROJECT_DOCS_BUDGET + 64);
+    assert!(text_bytes <= agentloop::unstable::PROJECT_DOCS_BUDGET + 64);
     assert!(run.peak_mib < CEILING_MIB, "{} MiB", run.peak_mib);
 }
 

@@ -1,7 +1,7 @@
 //! The OpenAI Responses format against recorded streams and a loopback server.
 
-use agentloop::llm::openai::decode_stream;
 use agentloop::llm::{Client, Message, Request, StreamEvent};
+use agentloop::unstable::decode_openai_stream as decode_stream;
 
 use crate::support::providers::{self, OPENAI_KEY};
 use crate::support::{self, Reply, Server, conformance, served};

@@ -1,8 +1,9 @@
 //! The Chat Completions format against recorded streams (OpenAI, Ollama, llama.cpp,
 //! DeepSeek, OpenRouter, Groq) and a loopback server.
 
-use agentloop::llm::openai_chat::{OpenAiChat, decode_stream};
+use agentloop::llm::openai_chat::OpenAiChat;
 use agentloop::llm::{Client, Message, Request};
+use agentloop::unstable::decode_openai_chat_stream as decode_stream;
 
 use crate::support::providers;
 use crate::support::{self, Reply, Server, conformance, served};

@@ -280,7 +280,7 @@ fn the_system_prompt_has_the_layers_in_order_with_date_branch_docs_and_the_overr
             "{kit:?}: captured once"
         );
 
-        let base_first_line = agentloop::prompt::base_instructions(kit_name(kit))
+        let base_first_line = agentloop::unstable::base_instructions(kit_name(kit))
             .unwrap()
             .lines()
             .next()

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::ToolDefinition;
-use agentloop::prompt::{
+use agentloop::unstable::{
     EnvironmentContext, PROJECT_DOCS_BUDGET, PROJECT_DOCS_TRUNCATION_MARKER, ProjectDocs,
     base_instructions, build_system_prompt, discover_project_docs,
 };

@@ -18,8 +18,9 @@ use agentloop::exec::{
 };
 use agentloop::llm::ToolCall;
 use agentloop::tools::{
-    ToolContext, ToolOutcome, ToolRegistry, apply_patch, edit_file, read_file, shell, write_file,
+    ToolContext, ToolRegistry, apply_patch, edit_file, read_file, shell, write_file,
 };
+use agentloop::unstable::{ToolOutcome, prepare_call};
 use serde_json::{Value, json};
 
 /// A workspace `ws` (a git repository with `AGENTS.md`) and `outside/` next to it.
@@ -105,8 +106,7 @@ fn run_tool(env: &dyn ExecutionEnvironment, name: &str, args: Value) -> ToolOutc
     let mut ctx = ToolContext::new(env, "c", &cancel);
     // The sandbox, not the tools' lexical check, must be what refuses.
     ctx.allow_outside_working_dir = true;
-    registry
-        .prepare(&ToolCall::new("c", name, args))
+    prepare_call(&registry, &ToolCall::new("c", name, args))
         .expect("valid arguments")
         .run(&ctx)
 }

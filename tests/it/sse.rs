@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use agentloop::llm::sse::{Event, Parser};
+use agentloop::unstable::{SseEvent as Event, SseParser as Parser};
 
 use crate::support::conformance;
 

@@ -8,9 +8,10 @@ use agentloop::CancelToken;
 use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::ToolCall;
 use agentloop::tools::{
-    ToolContext, ToolOutcome, ToolRegistry, apply_patch, edit_file, glob, grep, list_dir,
-    read_file, read_many_files, shell, write_file,
+    ToolContext, ToolRegistry, apply_patch, edit_file, glob, grep, list_dir, read_file,
+    read_many_files, shell, write_file,
 };
+use agentloop::unstable::ToolOutcome;
 use serde_json::{Value, json};
 
 fn registry() -> ToolRegistry {
@@ -36,7 +37,8 @@ fn call(dir: &Path, name: &str, arguments: Value) -> ToolOutcome {
     let env = LocalExecutionEnvironment::new(dir).unwrap();
     let cancel = CancelToken::new();
     let ctx = ToolContext::new(&env, "call-1", &cancel);
-    match registry().prepare(&ToolCall::new("call-1", name, arguments)) {
+    match agentloop::unstable::prepare_call(&registry(), &ToolCall::new("call-1", name, arguments))
+    {
         Ok(prepared) => prepared.run(&ctx),
         Err(text) => ToolOutcome {
             text,

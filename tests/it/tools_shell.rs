@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use agentloop::CancelToken;
 use agentloop::exec::{LocalExecutionEnvironment, OutputStream};
 use agentloop::llm::ToolCall;
-use agentloop::tools::{ToolContext, ToolOutcome, ToolRegistry, shell};
+use agentloop::tools::{ToolContext, ToolRegistry, shell};
+use agentloop::unstable::{ToolOutcome, prepare_call};
 use serde_json::{Value, json};
 
 const TIMEOUT_MESSAGE_TAIL: &str = "ms. Partial output is shown above.\nYou can retry with a longer timeout by setting the timeout_ms parameter.]";
@@ -16,8 +17,7 @@ const TIMEOUT_MESSAGE_TAIL: &str = "ms. Partial output is shown above.\nYou can 
 fn run(ctx: &ToolContext<'_>, arguments: Value) -> ToolOutcome {
     let mut registry = ToolRegistry::new();
     registry.register(shell());
-    registry
-        .prepare(&ToolCall::new("call-1", "shell", arguments))
+    prepare_call(&registry, &ToolCall::new("call-1", "shell", arguments))
         .expect("valid arguments")
         .run(ctx)
 }

@@ -8,7 +8,7 @@
 //! server itself, `ssh host agentloop-exec-server`, `podman exec -i ctr
 //! agentloop-exec-server`, `kubectl exec -i pod -- agentloop-exec-server`. Messages are
 //! JSON-RPC 2.0 objects, one per line (UTF-8, `\n`-terminated, no embedded newlines).
-//! A line longer than [`MAX_LINE`] bytes (32 MiB) is a protocol error on either side: the
+//! A line longer than 32 MiB is a protocol error on either side: the
 //! server answers it with error `-32700` and skips it; the client treats the connection as
 //! broken. Binary data (file contents, command output) is standard base64 with padding.
 //! The server's stderr is not part of the protocol; the client keeps its tail for errors.
@@ -56,7 +56,7 @@
 //! | `-32000` | the operation failed; `data.kind` names the `std::io::ErrorKind` (`NotFound`, `PermissionDenied`, `InvalidData`, …) and `message` says what happened |
 //! | `-32001` | unsupported protocol version (`data.supported`: the server's version) |
 //! | `-32002` | `hello` has not succeeded yet |
-//! | `-32003` | too many calls in flight ([`MAX_IN_FLIGHT`]) |
+//! | `-32003` | too many calls in flight (the server runs at most 64 at once) |
 //!
 //! # Versioning and lifetime
 //!
@@ -75,11 +75,11 @@ use serde_json::{Value, json};
 /// The protocol version this crate speaks (client and server).
 pub const PROTOCOL_VERSION: u64 = 1;
 /// The longest line either side accepts, in bytes.
-pub const MAX_LINE: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 32 * 1024 * 1024;
 /// The most calls the server runs at once; more are refused with `-32003`.
-pub const MAX_IN_FLIGHT: usize = 64;
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
 /// The only sandbox policy version 1 knows.
-pub const FULL_ACCESS: &str = "full-access";
+pub(crate) const FULL_ACCESS: &str = "full-access";
 
 pub(crate) const PARSE_ERROR: i64 = -32700;
 pub(crate) const INVALID_REQUEST: i64 = -32600;

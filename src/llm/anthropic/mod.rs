@@ -207,7 +207,7 @@ fn config_error(message: impl Into<String>) -> Error {
 /// a stream would have produced, or the error it carried.
 ///
 /// An offline utility for tests, recorded transcripts and benchmarks: no I/O happens.
-pub fn decode_stream(body: &[u8]) -> Result<crate::llm::Response> {
+pub(crate) fn decode_stream(body: &[u8]) -> Result<crate::llm::Response> {
     decode_body(&mut AnthropicDecoder::new(None), body)
 }
 

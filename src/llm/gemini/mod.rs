@@ -198,7 +198,7 @@ impl WireFormat for Gemini {
 /// or the error it carried.
 ///
 /// An offline utility for tests, recorded transcripts and benchmarks: no I/O happens.
-pub fn decode_stream(body: &[u8]) -> Result<Response> {
+pub(crate) fn decode_stream(body: &[u8]) -> Result<Response> {
     decode_body(&mut GeminiDecoder::new(), body)
 }
 

@@ -38,7 +38,7 @@ fn a_subagent_compacts_its_history_and_the_parent_sees_it() {
         }
     });
     let mut profile = profile();
-    for tool in agentloop::tools::subagent_tools() {
+    for tool in agentloop::unstable::subagent_tools() {
         profile = profile.with_tool(tool);
     }
     let dir = tempfile::tempdir().unwrap();

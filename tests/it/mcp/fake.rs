@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use agentloop::llm::scripted::ScriptedTurn;
-use agentloop::mcp::{McpServerState, names::MAX_TOOL_NAME};
+use agentloop::mcp::McpServerState;
+use agentloop::unstable::MAX_MCP_TOOL_NAME as MAX_TOOL_NAME;
 use serde_json::{Value, json};
 
 use super::*;
@@ -109,7 +110,7 @@ fn the_long_named_tool_is_called_by_its_raw_name_and_bad_arguments_never_reach_t
     let long = "t".repeat(100);
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
-    let exposed = agentloop::mcp::names::tool_name("fake", &long, &Default::default());
+    let exposed = agentloop::unstable::mcp_tool_name("fake", &long, &Default::default());
     let mut h = mcp_harness(
         vec![
             ScriptedTurn::tool_call(&exposed, json!({}))

@@ -13,7 +13,7 @@ use agentloop::CancelToken;
 use agentloop::exec::{
     CommandRequest, ExecResult, ExecutionEnvironment, GrepOptions, OutputStream,
 };
-use agentloop::prompt::EnvironmentContext;
+use agentloop::unstable::EnvironmentContext;
 
 use super::{Fixture, SECRET, Via, assert_gone, pids_in, run};
 

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use agentloop::CancelToken;
 use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::llm::ToolCall;
-use agentloop::tools::{RegisteredTool, ToolContext, ToolOutcome, ToolRegistry};
+use agentloop::tools::{RegisteredTool, ToolContext, ToolRegistry};
+use agentloop::unstable::{ToolOutcome, prepare_call};
 
 /// A tree as every relative path mapped to `None` (a directory) or the file's bytes.
 pub type Snapshot = BTreeMap<String, Option<Vec<u8>>>;
@@ -89,7 +90,7 @@ pub fn run_tool(tool: RegisteredTool, working_dir: &Path, call: &ToolCall) -> To
     registry.register(tool);
     let cancel = CancelToken::new();
     let ctx = ToolContext::new(&env, &call.id, &cancel);
-    match registry.prepare(call) {
+    match prepare_call(&registry, call) {
         Ok(prepared) => prepared.run(&ctx),
         Err(text) => ToolOutcome {
             text,
