@@ -89,6 +89,9 @@
 //!   `steering`, `approvals`, `subagents`, `custom_environment`, `mcp_client`.
 
 #![deny(missing_docs)]
+// `unsafe` only where a raw syscall or a descriptor needs it: the modules of `exec/` that
+// allow it below them say why, and every block carries a `// SAFETY:` note.
+#![deny(unsafe_code)]
 
 mod base64;
 mod bytes;

@@ -20,6 +20,8 @@ use crate::cancel::CancelToken;
 
 mod forward;
 mod local;
+// unsafe: killpg, waitpid, pipes, pidfds, ppoll, rlimits and the clone are raw syscalls.
+#[allow(unsafe_code)]
 pub(crate) mod process;
 pub mod remote;
 mod sandbox;

@@ -98,6 +98,27 @@ fn only_exec_spawns_processes() {
 
 #[test]
 fn unsafe_code_is_only_in_exec_and_every_block_says_why() {
+    // The compiler holds the line too: the crate root denies `unsafe`, and only modules of
+    // `exec/` allow it again, each with a line saying why.
+    let lib = fs::read_to_string(root().join("src/lib.rs")).expect("lib.rs");
+    assert!(lib.contains("\n#![deny(unsafe_code)]\n"), "lib.rs denies unsafe_code");
+    for (path, text) in rust_files(&root().join("src")) {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.contains("allow(unsafe_code)") {
+                assert!(
+                    path.starts_with("src/exec/"),
+                    "{path}:{} allows unsafe_code outside exec/",
+                    i + 1
+                );
+                assert!(
+                    i > 0 && lines[i - 1].trim_start().starts_with("// unsafe: "),
+                    "{path}:{} allows unsafe_code without a `// unsafe: why` line above",
+                    i + 1
+                );
+            }
+        }
+    }
     for (path, text) in rust_files(&root().join("src")) {
         let code = library_code(&text);
         let has_unsafe =

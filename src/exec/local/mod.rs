@@ -24,6 +24,8 @@ use redact::{Redactor, StreamRedactor};
 
 pub(crate) mod env;
 pub(crate) mod files;
+// unsafe: poll(2) for POLLPRI on /proc/self/mountinfo.
+#[allow(unsafe_code)]
 mod mounts;
 mod redact;
 

@@ -50,6 +50,8 @@ use crate::exec::{ExecResult, OutputCallback};
 use launch::Launch;
 use pump::Pump;
 
+// No unsafe: a long-lived child is started with std's `Command`.
+#[deny(unsafe_code)]
 pub(crate) mod child;
 pub(crate) mod clone;
 mod launch;

@@ -12,6 +12,8 @@ mod codec;
 mod connection;
 pub mod protocol;
 mod server;
+// unsafe: the exec-server program installs its signal handler with sigaction.
+#[allow(unsafe_code)]
 mod signals;
 
 use std::collections::BTreeMap;

@@ -25,9 +25,15 @@
 //! it (the file tools may not). Where no mount namespace can be made, protected paths are
 //! not enforced for commands: `Required` fails, `BestEffort` warns naming them.
 
+// unsafe: openat2, descriptor walks and renameat are raw syscalls.
+#[allow(unsafe_code)]
 pub(crate) mod beneath;
+// unsafe: Landlock has no libc wrapper, only raw syscalls.
+#[allow(unsafe_code)]
 mod landlock;
 mod seccomp;
+// unsafe: the cloned child applies mounts, prctl, seccomp and Landlock by raw syscalls.
+#[allow(unsafe_code)]
 pub(crate) mod spawn;
 
 use std::fmt;
