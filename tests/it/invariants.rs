@@ -1,7 +1,8 @@
 //! The architecture's invariants that can be checked from the source tree itself
 //! (ARCHITECTURE.md, "Invariants"): no async runtime in the lock file, `llm/` independent of
 //! the agent layers, processes and `unsafe` confined to `exec/`, no printing from library
-//! code, and the process environment read only where the docs say.
+//! code, the process environment read only where the docs say, top-level modules in layers
+//! without a cycle, and no circle between the files inside a folder.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -101,7 +102,10 @@ fn unsafe_code_is_only_in_exec_and_every_block_says_why() {
     // The compiler holds the line too: the crate root denies `unsafe`, and only modules of
     // `exec/` allow it again, each with a line saying why.
     let lib = fs::read_to_string(root().join("src/lib.rs")).expect("lib.rs");
-    assert!(lib.contains("\n#![deny(unsafe_code)]\n"), "lib.rs denies unsafe_code");
+    assert!(
+        lib.contains("\n#![deny(unsafe_code)]\n"),
+        "lib.rs denies unsafe_code"
+    );
     for (path, text) in rust_files(&root().join("src")) {
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
@@ -327,6 +331,325 @@ fn no_cycle_between_top_level_modules() {
     for module in graph.keys() {
         if let Some(cycle) = visit(module, &graph, &mut Vec::new()) {
             panic!("cycle between top-level modules: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+/// The source files of `src/` as modules: each file's library code, the module path it
+/// defines (`src/exec/process/mod.rs` → `exec::process`) and the paths its `use`
+/// declarations bring in, so that a path can be followed to the file that defines it.
+struct SourceTree {
+    /// File → library code.
+    code: std::collections::BTreeMap<String, String>,
+    /// Module path → file.
+    files: std::collections::BTreeMap<Vec<String>, String>,
+    /// File → the names its `use` declarations bind, each with the path it names.
+    uses: std::collections::BTreeMap<String, Vec<(String, Vec<String>)>>,
+}
+
+/// The module path of a file of `src/` (`src/lib.rs` is the crate root: an empty path).
+fn module_of(path: &str) -> Vec<String> {
+    let rel = path.strip_prefix("src/").unwrap().trim_end_matches(".rs");
+    let mut parts: Vec<String> = rel.split('/').map(str::to_string).collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    parts
+}
+
+fn ident_at(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// Expands the use tree at the start of `s` (`a::{b, c::{d as e, self}, f::*}`) into
+/// `(bound name, full path)` pairs; returns them and the rest of `s`.
+fn use_tree<'a>(s: &'a str, prefix: &[String], out: &mut Vec<(String, Vec<String>)>) -> &'a str {
+    let mut path = prefix.to_vec();
+    let mut s = s.trim_start();
+    loop {
+        if let Some(group) = s.strip_prefix('{') {
+            s = group;
+            loop {
+                s = s.trim_start();
+                if let Some(rest) = s.strip_prefix('}') {
+                    return rest;
+                }
+                s = use_tree(s, &path, out).trim_start();
+                s = s.strip_prefix(',').unwrap_or(s);
+            }
+        }
+        if let Some(rest) = s.strip_prefix('*') {
+            path.push("*".to_string());
+            out.push(("*".to_string(), path));
+            return rest;
+        }
+        let s2 = s.strip_prefix('$').unwrap_or(s);
+        let name = ident_at(s2);
+        if name.is_empty() {
+            return s; // not a path: give up on this tree
+        }
+        s = s2[name.len()..].trim_start();
+        if name != "self" {
+            path.push(name.to_string());
+        }
+        if let Some(rest) = s.strip_prefix("::") {
+            s = rest.trim_start();
+            continue;
+        }
+        let bound = match s.strip_prefix("as") {
+            Some(rest) if rest.starts_with(char::is_whitespace) => {
+                let rest = rest.trim_start();
+                let alias = ident_at(rest);
+                s = &rest[alias.len()..];
+                alias.to_string()
+            }
+            _ => path.last().cloned().unwrap_or_default(),
+        };
+        out.push((bound, path));
+        return s;
+    }
+}
+
+/// Every `use` declaration of `code`, expanded.
+fn use_declarations(code: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("use ") {
+        let before = code[..at].trim_end();
+        let starts_statement = before.is_empty()
+            || before.ends_with([';', '{', '}'])
+            || before.ends_with("pub")
+            || before.ends_with(')') && before.rsplit_once("pub(").is_some();
+        let follows_ident = code[..at]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        if starts_statement && !follows_ident {
+            use_tree(&code[at + 4..], &[], &mut out);
+        }
+    }
+    out
+}
+
+/// Every path of `code` that starts with `crate::`, `super::` or `self::`, grouped uses
+/// expanded, plus the paths of its `use` declarations.
+fn paths_in(code: &str) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = use_declarations(code).into_iter().map(|(_, p)| p).collect();
+    for start in ["crate::", "super::", "self::"] {
+        for (at, _) in code.match_indices(start) {
+            let before = code[..at].chars().last();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                continue; // `my_crate::`, `Self::`
+            }
+            let mut rest = &code[at..];
+            let mut path = Vec::new();
+            loop {
+                let name = ident_at(rest);
+                if name.is_empty() {
+                    break;
+                }
+                path.push(name.to_string());
+                rest = &rest[name.len()..];
+                match rest.strip_prefix("::") {
+                    Some(more) => rest = more,
+                    None => break,
+                }
+            }
+            out.push(path);
+        }
+    }
+    out
+}
+
+impl SourceTree {
+    fn read() -> SourceTree {
+        let mut tree = SourceTree {
+            code: Default::default(),
+            files: Default::default(),
+            uses: Default::default(),
+        };
+        for (path, text) in rust_files(&root().join("src")) {
+            if is_test_file(&path) {
+                continue;
+            }
+            let code = library_code(&text);
+            tree.files.insert(module_of(&path), path.clone());
+            tree.uses.insert(path.clone(), use_declarations(&code));
+            tree.code.insert(path, code);
+        }
+        tree
+    }
+
+    /// The file that defines what `path` names when `file` uses it: the deepest module
+    /// file the path walks into, then through that module's `use` declarations (a
+    /// re-export or an import is followed to its source). `None` for paths outside the
+    /// crate.
+    fn resolve(&self, file: &str, path: &[String], depth: usize) -> Option<String> {
+        let here = module_of(file);
+        let (mut module, mut rest) = match path.first().map(String::as_str) {
+            Some("crate") => (Vec::new(), &path[1..]),
+            Some("self") => (here, &path[1..]),
+            Some("super") => {
+                let ups = path.iter().take_while(|s| *s == "super").count();
+                (
+                    here[..here.len().saturating_sub(ups)].to_vec(),
+                    &path[ups..],
+                )
+            }
+            // A path relative to the module itself names one of its child modules.
+            Some(first)
+                if self
+                    .files
+                    .contains_key(&[here.clone(), vec![first.to_string()]].concat()) =>
+            {
+                (here, path)
+            }
+            _ => return None,
+        };
+        while let Some(next) = rest.first() {
+            let child = [module.clone(), vec![next.clone()]].concat();
+            if !self.files.contains_key(&child) {
+                break;
+            }
+            module = child;
+            rest = &rest[1..];
+        }
+        let target = self.files.get(&module)?.clone();
+        let Some(name) = rest.first().filter(|name| *name != "*") else {
+            return Some(target);
+        };
+        if depth < 8 {
+            let imported = self.uses[&target]
+                .iter()
+                .filter(|(bound, _)| bound == name)
+                .find_map(|(_, source)| self.resolve(&target, source, depth + 1));
+            if imported.is_some() {
+                return imported;
+            }
+        }
+        Some(target)
+    }
+
+    /// File → the files it uses. A folder's `mod.rs` is the folder's face: its children
+    /// may use what it defines and it uses its children, so the edges between a file and
+    /// the `mod.rs` of a folder it is in are not counted. Every other edge is one between
+    /// files of one folder, or between a file and a file or sub-folder of a folder around
+    /// it.
+    fn file_imports(
+        &self,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+        let inside = |inner: &[String], outer: &[String]| {
+            inner.len() > outer.len() && inner[..outer.len()] == *outer
+        };
+        let mut graph =
+            std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+        for (file, code) in &self.code {
+            let uses = graph.entry(file.clone()).or_default();
+            for path in paths_in(code) {
+                let Some(target) = self.resolve(file, &path, 0) else {
+                    continue;
+                };
+                let (from, to) = (module_of(file), module_of(&target));
+                if target != *file && !inside(&from, &to) && !inside(&to, &from) {
+                    uses.insert(target);
+                }
+            }
+        }
+        graph
+    }
+}
+
+/// A cycle of `graph` through `node`'s descendants, if any (depth-first; a node met again
+/// on the current path closes it).
+fn find_cycle(
+    node: &str,
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    path: &mut Vec<String>,
+    done: &mut std::collections::BTreeSet<String>,
+) -> Option<Vec<String>> {
+    if let Some(at) = path.iter().position(|n| n == node) {
+        let mut cycle = path[at..].to_vec();
+        cycle.push(node.to_string());
+        return Some(cycle);
+    }
+    if done.contains(node) {
+        return None;
+    }
+    path.push(node.to_string());
+    for next in graph.get(node).into_iter().flatten() {
+        if let Some(cycle) = find_cycle(next, graph, path, done) {
+            return Some(cycle);
+        }
+    }
+    path.pop();
+    done.insert(node.to_string());
+    None
+}
+
+#[test]
+fn use_trees_are_expanded_and_paths_followed_to_the_file_that_defines_them() {
+    let path = |p: &str| -> Vec<String> { p.split("::").map(str::to_string).collect() };
+    let bound = |name: &str, p: &str| (name.to_string(), path(p));
+    let code = "pub(crate) use super::{a::{B, c as d}, self as e, f::*};\nuse crate::x;\n\
+                let y = super::super::g::h(); $crate::i::J;";
+    assert_eq!(
+        use_declarations(code),
+        [
+            bound("B", "super::a::B"),
+            bound("d", "super::a::c"),
+            bound("e", "super"),
+            bound("*", "super::f::*"),
+            bound("x", "crate::x"),
+        ]
+    );
+    let found = paths_in(code);
+    assert!(found.contains(&path("super::super::g::h")) && found.contains(&path("crate::i::J")));
+
+    // Through a re-export to the defining file, and through a module's private import.
+    let tree = SourceTree::read();
+    assert_eq!(
+        tree.resolve(
+            "src/tools/mod.rs",
+            &path("crate::session::SessionConfig"),
+            0
+        )
+        .as_deref(),
+        Some("src/session/config.rs")
+    );
+    assert_eq!(
+        tree.resolve("src/session/worker.rs", &path("crate::sync::lock"), 0)
+            .as_deref(),
+        Some("src/sync.rs")
+    );
+    assert_eq!(
+        tree.resolve("src/session/worker.rs", &path("super::Outcome"), 0)
+            .as_deref(),
+        Some("src/session/mod.rs")
+    );
+}
+
+#[test]
+fn no_cycle_between_files_inside_a_folder() {
+    let graph = SourceTree::read().file_imports();
+    assert!(graph["src/session/worker.rs"].contains("src/session/compact.rs"));
+    let mut done = std::collections::BTreeSet::new();
+    for file in graph.keys() {
+        if let Some(cycle) = find_cycle(file, &graph, &mut Vec::new(), &mut done) {
+            // Named from the smallest folder that holds every file of the cycle.
+            let folder = cycle.iter().skip(1).fold(
+                cycle[0].rsplit_once('/').unwrap().0.to_string(),
+                |folder, file| {
+                    let mut folder = folder;
+                    while !file.starts_with(&format!("{folder}/")) {
+                        folder = folder.rsplit_once('/').unwrap().0.to_string();
+                    }
+                    folder
+                },
+            );
+            let names: Vec<&str> = cycle.iter().map(|file| &file[folder.len() + 1..]).collect();
+            panic!("cycle between files in {folder}/: {}", names.join(" -> "));
         }
     }
 }
