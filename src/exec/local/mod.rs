@@ -2,9 +2,11 @@
 //! (spec §4.2).
 //!
 //! It resolves relative paths against its working directory and hands the work to
-//! `files.rs` (file operations), `process.rs` (commands), `env.rs` (environment filtering)
-//! and `search.rs` (grep, glob). It never changes the process's working directory or
-//! environment: the environment commands inherit is captured once, when it is built.
+//! `files.rs` (file operations), `env.rs` (environment filtering), `redact.rs` (withheld
+//! secrets out of tool output) and `mounts.rs` (which files are local) beside it, and to
+//! `exec/process/` (commands) and `exec/search/` (grep, glob). It never changes the
+//! process's working directory or environment: the environment commands inherit is
+//! captured once, when it is built.
 
 use std::collections::BTreeMap;
 use std::fmt;
