@@ -1,22 +1,23 @@
-//! Links the examples with the agent CLI's hot-function list, and nothing else: the
-//! library is built as if this script did not exist.
+//! Links the CLI's binaries with its hot-function list, and nothing else. This is the CLI
+//! package's script: the library package has none, so a crate depending on the library
+//! never runs it.
 //!
-//! `examples/agent/hot-functions.txt` names the functions the `agent` CLI runs on its
-//! way through a task (`.ci/hot-functions` records it). Given to lld as its symbol
-//! ordering file, they are laid out together, so that a start of the CLI faults in about
-//! 15 runs of 64 KiB of code instead of about 55 scattered over the binary's 4.7 MiB of
-//! text (ARCHITECTURE.md, "From `main` to the first request byte").
+//! `hot-functions.txt` names the functions the `agentloop` CLI runs on its way through a
+//! task (`.ci/hot-functions` records it). Given to lld as its symbol ordering file, they
+//! are laid out together, so that a start of the CLI faults in about 15 runs of 64 KiB of
+//! code instead of about 55 scattered over the binary's 4.7 MiB of text (ARCHITECTURE.md,
+//! "From `main` to the first request byte").
 //!
 //! Where the C library that will load them is glibc 2.36 or later (the build host's, when
-//! it is the target), the examples' relative relocations are also packed (`-z
+//! it is the target), the binaries' relative relocations are also packed (`-z
 //! pack-relative-relocs`, `DT_RELR`): the dynamic CLI's 10 571 relocation entries (251 KiB
-//! that `ld.so` reads and applies at every start) become a 3.4 KiB bitmap, and `agent
+//! that `ld.so` reads and applies at every start) become a 3.4 KiB bitmap, and `agentloop
 //! --version` starts 25–30 µs sooner. An older glibc refuses such a binary by name
 //! (`GLIBC_ABI_DT_RELR`), which is why the check.
 //!
 //! Only where the linker is certainly rustc's bundled lld: x86_64 Linux (GNU), rustc 1.90
 //! or later (its default linker there), and no linker chosen by the build's flags or
-//! environment. Elsewhere the examples link as before.
+//! environment. Elsewhere the binaries link as before.
 
 use std::env;
 use std::path::Path;
@@ -24,7 +25,7 @@ use std::process::Command;
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-changed=examples/agent/hot-functions.txt");
+    println!("cargo::rerun-if-changed=hot-functions.txt");
     println!("cargo::rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
     if env::var("TARGET").as_deref() != Ok("x86_64-unknown-linux-gnu") || !links_with_lld() {
         return;
@@ -35,10 +36,7 @@ fn main() {
     // The linker reads a copy in OUT_DIR: cargo may reuse this script's output for another
     // checkout sharing the target directory, where a path into this checkout would dangle.
     let list = Path::new(&out).join("hot-functions.txt");
-    let copied = std::fs::copy(
-        Path::new(&dir).join("examples/agent/hot-functions.txt"),
-        &list,
-    );
+    let copied = std::fs::copy(Path::new(&dir).join("hot-functions.txt"), &list);
     let Some(path) = list.to_str() else {
         return;
     };
@@ -46,13 +44,13 @@ fn main() {
     if copied.is_err() || path.contains(',') {
         return;
     }
-    println!("cargo::rustc-link-arg-examples=-Wl,--symbol-ordering-file={path}");
+    println!("cargo::rustc-link-arg-bins=-Wl,--symbol-ordering-file={path}");
     // Functions the list names that a build does not have (another profile, code that
     // moved on) are skipped quietly.
-    println!("cargo::rustc-link-arg-examples=-Wl,--no-warn-symbol-ordering");
+    println!("cargo::rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     let native = env::var("HOST").as_deref() == Ok("x86_64-unknown-linux-gnu");
     if native && host_glibc_at_least(2, 36) {
-        println!("cargo::rustc-link-arg-examples=-Wl,-z,pack-relative-relocs");
+        println!("cargo::rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
 }
 

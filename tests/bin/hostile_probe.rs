@@ -1,6 +1,6 @@
-//! A test helper, not a usage example: runs one operation of the local execution
-//! environment in its own process, prints its result, then the process's peak memory, so
-//! that `tests/it/hostile_files.rs` can bound the memory of reads of hostile files (a link
+//! A test helper (a binary of the `agentloop-tests` package): runs one operation of the
+//! local execution environment in its own process, prints its result, then the process's
+//! peak memory, so that `tests/it/exec/hostile_files.rs` can bound the memory of reads of hostile files (a link
 //! to `/dev/zero`, a huge sparse file, a 300 MB line) and kill a run that blocks.
 //!
 //! Usage (the paths and the working directory are the test's temporary directory):

@@ -3,11 +3,11 @@
 
 use std::process::Command;
 
-use crate::agent_cli::{example_binary, run_command};
+use support::programs::{example, run_command};
 
 /// Runs an example with an empty environment except `PATH`; returns its stdout.
 fn run(name: &str) -> String {
-    let mut command = Command::new(example_binary(name));
+    let mut command = Command::new(example(name));
     command
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());

@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    support::repo_root().to_path_buf()
 }
 
 /// Every `.rs` file under `dir`, with its path relative to the crate root.

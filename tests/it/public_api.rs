@@ -19,9 +19,9 @@ use agentloop::tools::{RegisteredTool, ToolInput, ToolOutput};
 use agentloop::{ErrorKind, Result};
 use serde_json::json;
 
-use crate::support::providers::{GEMINI_KEY, OPENAI_KEY};
-use crate::support::turns::{anthropic_turn, gemini_turn, responses_turn};
-use crate::support::{self, Reply, Server};
+use support::providers::{GEMINI_KEY, OPENAI_KEY};
+use support::turns::{anthropic_turn, gemini_turn, responses_turn};
+use support::{self, Reply, Server};
 
 fn scripted_session(
     turns: Vec<ScriptedTurn>,
@@ -395,8 +395,7 @@ fn a_denial_by_the_hosts_policy_reads_as_the_hosts_policy() {
 
 /// The README's first code block that opens with `fence`.
 fn readme_block(fence: &str) -> String {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(support::repo_root().join("README.md")).unwrap();
     let start = readme
         .find(fence)
         .unwrap_or_else(|| panic!("no {fence} block"))

@@ -38,7 +38,7 @@ use serde_json::Value;
 
 /// `tests/data/conformance`: the repository's copy of the recorded corpus, with its sources.
 pub fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance")
+    crate::data_dir().join("conformance")
 }
 
 /// The files in `dir()/sub` whose names end with `suffix`, sorted.

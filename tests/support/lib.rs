@@ -1,27 +1,48 @@
-//! Test support: a loopback HTTP server, the conformance checker, client builders, the
-//! session helpers, the parity kit and the file-tree helpers.
-// Each test module uses its own part of the support code (and the benches include some
-// files by path), so some items go unused in any one build.
-#![allow(dead_code)]
+//! The test support crate (`support`, of the `agentloop-tests` package): a loopback HTTP
+//! server and a raw one for broken servers, the conformance checker, SSE and turn builders,
+//! client builders, the session helpers, the parity kit, the file-tree helpers, a private
+//! sshd, and running the repository's programs. Shared by the `it` tests, the CLI's tests
+//! and the bench; never part of the library.
+
+// Test helpers, not an API: the lint the library uses for its public items would ask for a
+// line on every field and variant whose name says it all.
+#![allow(missing_docs)]
 
 pub mod cancel;
+pub mod ci;
 pub mod conformance;
 pub mod parity_kit;
+pub mod programs;
 pub mod providers;
+pub mod raw_server;
 pub mod served;
 pub mod server;
 pub mod session;
+pub mod session_sse;
 pub mod sshd;
 pub mod tools_tree;
 pub mod tree_cases;
 pub mod turns;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentloop::llm::anthropic::Anthropic;
 use agentloop::llm::{Client, HttpOptions, Provider, RetryPolicy};
 
 pub use server::{Reply, Server};
+
+/// The repository's root directory (the workspace root, holding `src/` and `Cargo.lock`).
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the repository")
+}
+
+/// `tests/data`: the recorded corpus, golden files and fixtures the tests read in place.
+pub fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data")
+}
 
 /// A recognisable fake API key: tests assert it never shows up anywhere.
 pub const FAKE_KEY: &str = "sk-ant-test-FAKEKEY0123456789abcdefghij";

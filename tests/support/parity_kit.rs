@@ -2,7 +2,6 @@
 //! format pointed at the loopback server, scripted turns in that format, the profile's
 //! editing call, and readers for the recorded request bodies (tool outputs, the last user
 //! text, reasoning settings, tool names).
-#![allow(dead_code)]
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,9 +14,9 @@ use agentloop::profiles::{self, ProviderProfile};
 use agentloop::session::{EventKind, Events, Session, SessionConfig, SessionEvent};
 use serde_json::{Value, json};
 
-use crate::support::session::collect_input;
-use crate::support::turns::{self, Call, custom, function};
-use crate::support::{self, FAKE_KEY, Reply, Server, http_options};
+use crate::session::collect_input;
+use crate::turns::{self, Call, custom, function};
+use crate::{FAKE_KEY, Reply, Server, http_options};
 
 const OPENAI_KEY: &str = "sk-proj-FAKEKEY0123456789abcdefghij";
 const GEMINI_KEY: &str = "AIzaFAKEKEY0123456789abcdefghijklmnopq";
@@ -58,13 +57,13 @@ impl Kit {
     /// A client whose provider speaks the profile's native format to `server`.
     pub fn client(self, server: &Server) -> Client {
         match self {
-            Kit::OpenAi => support::client_for(
+            Kit::OpenAi => crate::client_for(
                 OpenAi::new(OPENAI_KEY)
                     .with_base_url(format!("{}/v1", server.url()))
                     .with_http_options(http_options()),
             ),
-            Kit::Anthropic => support::anthropic_client(server),
-            Kit::Gemini => support::client_for(
+            Kit::Anthropic => crate::anthropic_client(server),
+            Kit::Gemini => crate::client_for(
                 Gemini::new(GEMINI_KEY)
                     .with_base_url(server.url())
                     .with_http_options(http_options()),

@@ -1,7 +1,5 @@
 //! Helpers for the session tests: a small real-filesystem environment, tool builders, and
 //! event collection with deadlines.
-// Each session test module uses its own part of these helpers.
-#![allow(dead_code)]
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -223,7 +221,7 @@ pub fn harness_with(
 ) -> Harness {
     let dir = tempfile::tempdir().expect("temp dir");
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = crate::support::client_for(model.clone());
+    let client = crate::client_for(model.clone());
     let session = Session::new(profile, env.clone(), client, config).expect("session starts");
     let events = session.events();
     Harness {
@@ -389,7 +387,7 @@ pub fn gated_harness(
     let (gated_model, release) = GatedModel::new(model.clone(), gated);
     let dir = tempfile::tempdir().expect("temp dir");
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = crate::support::client_for(gated_model);
+    let client = crate::client_for(gated_model);
     let session = Session::new(profile, env.clone(), client, config).expect("session starts");
     let events = session.events();
     let h = Harness {

@@ -1,7 +1,5 @@
-//! Anthropic Messages SSE bodies for loopback replies (shared by the session tests and the
-//! `loop` bench, which includes this file by path).
-// The `loop` bench includes this file by path and uses only part of it.
-#![allow(dead_code)]
+//! Anthropic Messages SSE bodies for loopback replies, with tool calls given as tuples
+//! (used by the session tests, the CLI's tests and the `loop` bench).
 
 use serde_json::{Value, json};
 

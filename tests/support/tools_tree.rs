@@ -16,9 +16,7 @@ pub type Snapshot = BTreeMap<String, Option<Vec<u8>>>;
 
 /// The path of `tests/data/<sub>`.
 pub fn data_dir(sub: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(sub)
+    crate::data_dir().join(sub)
 }
 
 /// The snapshot of `root` (empty when it does not exist). Symlinks are followed.

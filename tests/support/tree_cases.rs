@@ -8,7 +8,7 @@ use std::path::Path;
 use agentloop::llm::ToolCall;
 use agentloop::tools::RegisteredTool;
 
-use crate::support::tools_tree::{cases, copy_tree, describe_difference, run_tool, snapshot};
+use crate::tools_tree::{cases, copy_tree, describe_difference, run_tool, snapshot};
 
 /// Runs `call` against `tool` on a copy of `case/input` and compares the outcome with the
 /// case: with an `error` file, the call must fail with that text and change nothing;

@@ -1,4 +1,4 @@
-//! Command-line options of the `agent` example: hand-written parsing into [`Options`].
+//! Command-line options of the `agentloop` CLI: hand-written parsing into [`Options`].
 //!
 //! One `match` arm per option keeps adding an option a three-line change (the option, its
 //! field, its line in [`USAGE`]). Parsing never reads the environment and never exits: a
@@ -7,12 +7,12 @@
 use std::fmt;
 use std::path::PathBuf;
 
-/// The help text (`agent --help`).
+/// The help text (`agentloop --help`).
 pub const USAGE: &str = "\
-agent: a coding agent in your terminal, built on the agentloop library
+agentloop: a coding agent in your terminal, built on the agentloop library
 
 USAGE:
-    agent [OPTIONS] [PROMPT...]
+    agentloop [OPTIONS] [PROMPT...]
 
     With a PROMPT, runs it once and exits. Without one, reads the prompt from stdin, or,
     when stdin is a terminal, asks for one input after another (Ctrl-D ends).

@@ -1,4 +1,4 @@
-//! The offline demo of the `agent` example: a scripted model that does a small real task —
+//! The offline demo of the `agentloop` CLI: a scripted model that does a small real task —
 //! write a bash script, run it, edit it, run it again — through the real tools, in a fresh
 //! temporary directory.
 //!

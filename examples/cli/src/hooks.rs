@@ -1,4 +1,4 @@
-//! `agent --hooks FILE`: the hooks file read and its commands added to the library's
+//! `agentloop --hooks FILE`: the hooks file read and its commands added to the library's
 //! [`Hooks`]. The format and its rules are the library's
 //! ([`HookCommands`](agentloop::session::HookCommands)); the commands run through the
 //! execution environment (own process group, killed at their timeout), and this file never

@@ -1,36 +1,26 @@
-//! `agent`: the reference CLI built on agentloop — a coding agent in the terminal, with an
-//! offline demo when no API key is set.
+//! `agentloop`: the reference CLI built on the agentloop library — a coding agent in the
+//! terminal, with an offline demo when no API key is set.
 //!
 //! ```text
-//! cargo run --release --example agent                       # the offline demo
-//! ANTHROPIC_API_KEY=… cargo run --release --example agent -- "make the tests pass"
-//! cargo run --release --example agent -- --json "list the files" | jq .kind
+//! cargo run --release                                       # the offline demo
+//! ANTHROPIC_API_KEY=… cargo run --release -- "make the tests pass"
+//! cargo run --release -- --json "list the files" | jq .kind
+//! cargo install --path examples/cli                         # then: agentloop …
 //! ```
 //!
-//! `agent --help` lists the options and exit statuses. This file wires the pieces together:
-//! options (`args.rs`), provider and profile (`setup.rs`), the demo model (`demo.rs`), the
-//! views (`render.rs`), signals (`signals.rs`) and keeping keys out of the environment
-//! (`keys.rs`). It never writes anything but events to
-//! stdout in `--json` mode.
+//! `agentloop --help` lists the options and exit statuses. This file wires the pieces
+//! together: options (`args.rs`), provider and profile (`setup.rs`), the demo model
+//! (`demo.rs`), the views (`render.rs`), signals (`signals.rs`), keeping keys out of the
+//! environment (`keys.rs`) and the start-up shortcuts (`fast_start.rs`). It never writes
+//! anything but events to stdout in `--json` mode.
 
-// The C `main` below replaces std's runtime start-up; see `start`.
-#![no_main]
-
-// libgcc's unwinder linked into the binary (what `gcc -static-libgcc` does), so that the
-// dynamic build does not load libgcc_s.so: its constructor runs `cpuid` about a dozen times,
-// and each traps to the hypervisor in a VM (5.2 µs here; `--version` went from 1.06 to 0.98
-// ms). With `--as-needed`, which rustc passes, libgcc_s is then no longer linked. The static
-// build gets the same from std.
-#[cfg(all(
-    target_os = "linux",
-    target_env = "gnu",
-    not(target_feature = "crt-static")
-))]
-#[link(name = "gcc_eh", kind = "static", modifiers = "+whole-archive,-bundle")]
-unsafe extern "C" {}
+// The C `main` in `fast_start.rs` replaces std's runtime start-up (why: there). The unit
+// tests (`cargo test`) keep libtest's own `main`.
+#![cfg_attr(not(test), no_main)]
 
 mod args;
 mod demo;
+mod fast_start;
 mod hooks;
 mod keys;
 mod mcp;
@@ -59,7 +49,7 @@ use args::{ApproveMode, Command, Options};
 use render::{Human, Output};
 use signals::{CtrlC, Line, LineReader, Signal};
 
-/// Exit statuses (`agent --help` documents them).
+/// Exit statuses (`agentloop --help` documents them).
 const EXIT_OK: i32 = 0;
 const EXIT_ERROR: i32 = 1;
 const EXIT_USAGE: i32 = 2;
@@ -74,52 +64,8 @@ const TICK: Duration = Duration::from_millis(100);
 /// pipe, at most this long.
 const WATCH_AFTER: Duration = Duration::from_millis(10);
 
-/// The program's entry point, called by the C runtime instead of std's start-up.
-///
-/// std's start-up parses `/proc/self/maps` to find the main thread's stack (for its
-/// stack-overflow message) and maps an alternate signal stack: 0.1–0.2 ms of every start
-/// on the bench machine (`perf stat -r 400` of an empty program, with and without
-/// `#![no_main]`: 0.94–1.07 ms against 0.85–0.91 ms). The CLI keeps what it needs of it:
-/// SIGPIPE ignored (a closed stdout is a write error to report, not sudden death) and
-/// closed standard descriptors reopened on `/dev/null` (so that no file the CLI opens
-/// becomes its stdout). `std::env::args` works without it (glibc hands the arguments to
-/// std at load time); a stack overflow still stops at the guard page, silently.
-#[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
-    start();
-    run_main()
-}
-
-/// What the CLI keeps of std's start-up (see [`main`]).
-fn start() {
-    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
-        fd,
-        events: 0,
-        revents: 0,
-    });
-    // SAFETY: `fds` is a valid array of three pollfds for the call; the opened /dev/null
-    // takes the lowest free number, the closed descriptor it replaces; SIG_IGN is always a
-    // valid disposition for SIGPIPE.
-    unsafe {
-        if libc::poll(fds.as_mut_ptr(), 3, 0) >= 0 {
-            for pfd in fds {
-                if pfd.revents & libc::POLLNVAL != 0 {
-                    libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-                }
-            }
-        }
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
-    // One malloc arena: each thread's first allocation would otherwise map and trim an
-    // arena of its own (four syscalls, on the worker's way to its first request). The CLI
-    // runs one session; its threads rarely allocate at the same moment.
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt before any thread exists; M_ARENA_MAX takes any positive count.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
-}
-
+/// The CLI, once `fast_start` has prepared the process.
+#[cfg_attr(test, allow(dead_code))]
 fn run_main() -> libc::c_int {
     // First, before any thread: the keys leave the process environment (and the block
     // `/proc/<pid>/environ` shows).
@@ -132,7 +78,7 @@ fn run_main() -> libc::c_int {
     let signals = match CtrlC::new() {
         Ok(signals) => signals,
         Err(err) => {
-            eprintln!("agent: cannot handle signals: {err}");
+            eprintln!("agentloop: cannot handle signals: {err}");
             std::process::exit(EXIT_ERROR);
         }
     };
@@ -148,10 +94,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         Ok(Command::Run(options)) => *options,
         Ok(Command::Help) => return print_or_fail(args::USAGE),
         Ok(Command::Version) => {
-            return print_or_fail(&format!(
-                "agent (agentloop {})\n",
-                env!("CARGO_PKG_VERSION")
-            ));
+            return print_or_fail(&format!("agentloop {}\n", env!("CARGO_PKG_VERSION")));
         }
         Err(err) => return usage_error(&err.0),
     };
@@ -169,7 +112,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         }
     }
     for note in &setup.notes {
-        eprintln!("agent: {note}");
+        eprintln!("agentloop: {note}");
     }
 
     // The prompt: the demo's task, the command line, or stdin (read before Ctrl-C is
@@ -177,7 +120,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     let stdin_is_terminal = signals::is_terminal(io::stdin().as_raw_fd());
     let prompt = if setup.demo.is_some() {
         if options.prompt.is_some() {
-            eprintln!("agent: the offline demo runs its own task; your prompt was not sent");
+            eprintln!("agentloop: the offline demo runs its own task; your prompt was not sent");
         }
         Some(demo::TASK.to_string())
     } else if let Some(prompt) = &options.prompt {
@@ -187,7 +130,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     } else {
         let mut text = String::new();
         if let Err(err) = io::stdin().read_to_string(&mut text) {
-            eprintln!("agent: cannot read the prompt from stdin: {err}");
+            eprintln!("agentloop: cannot read the prompt from stdin: {err}");
             return EXIT_ERROR;
         }
         if text.trim().is_empty() {
@@ -202,7 +145,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     let remote = match remote::environment(&options) {
         Ok(remote) => remote,
         Err(err) => {
-            eprintln!("agent: {err}");
+            eprintln!("agentloop: {err}");
             return EXIT_ERROR;
         }
     };
@@ -226,7 +169,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
                 (Arc::new(local), place)
             }
             Err(message) => {
-                eprintln!("agent: {message}");
+                eprintln!("agentloop: {message}");
                 return EXIT_ERROR;
             }
         },
@@ -266,13 +209,13 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     // From here on a signal waits in the pipe; the watcher acts on it once it starts,
     // with the session running (`Run::watch_signals`).
     if let Err(err) = ctrl_c.handle() {
-        eprintln!("agent: cannot handle signals: {err}");
+        eprintln!("agentloop: cannot handle signals: {err}");
         return EXIT_ERROR;
     }
     let session = match start_session(&options, &setup.cwd, setup.profile, setup.client, env) {
         Ok(session) => Arc::new(session),
         Err(err) => {
-            eprintln!("agent: {err}");
+            eprintln!("agentloop: {err}");
             return EXIT_ERROR;
         }
     };
@@ -319,14 +262,12 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     drop(events);
     *lock(&control.slot) = Slot::Early; // the watcher's handle to the session
     if ended {
-        // All that is left of an ended session is its worker freeing memory: the exit
-        // right after this does that faster than joining it would.
-        std::mem::forget(session);
+        fast_start::leave_ended(session);
     } else {
         drop(session); // aborts and joins the worker
     }
     if code == EXIT_OK && setup.demo.as_ref().is_some_and(|d| !d.succeeded()) {
-        eprintln!("agent: the demo did not reach the expected result");
+        eprintln!("agentloop: the demo did not reach the expected result");
         return EXIT_ERROR;
     }
     code
@@ -343,7 +284,7 @@ fn print_or_fail(text: &str) -> i32 {
 
 /// Reports that stdout cannot be written (closed pipe, full disk) in one line.
 fn output_error(err: &io::Error) -> i32 {
-    eprintln!("agent: cannot write to stdout ({err}); stopped");
+    eprintln!("agentloop: cannot write to stdout ({err}); stopped");
     EXIT_ERROR
 }
 
@@ -354,8 +295,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn usage_error(message: &str) -> i32 {
-    eprintln!("agent: {message}");
-    eprintln!("run `agent --help` for the options");
+    eprintln!("agentloop: {message}");
+    eprintln!("run `agentloop --help` for the options");
     EXIT_USAGE
 }
 
@@ -554,7 +495,7 @@ impl Run<'_> {
         }
         let control = self.control.clone();
         if let Err(err) = self.ctrl_c.watch(move |signal| control.on_signal(signal)) {
-            eprintln!("agent: cannot handle signals: {err}");
+            eprintln!("agentloop: cannot handle signals: {err}");
             self.watch_failed = true;
             self.session.abort();
         }

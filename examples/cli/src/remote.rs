@@ -1,4 +1,4 @@
-//! `--remote` and `--remote-command`: the execution environment of the `agent` CLI when
+//! `--remote` and `--remote-command`: the execution environment of the `agentloop` CLI when
 //! the tools run elsewhere, and what the header shows for it. It never starts anything
 //! but the transport (through the library) and never reads the remote side itself.
 

@@ -1,4 +1,4 @@
-//! How the `agent` example shows a session: one JSON object per event (`--json`), or a
+//! How the `agentloop` CLI shows a session: one JSON object per event (`--json`), or a
 //! human view — streamed answer text, one line per tool call, a summary per input, and a
 //! live indicator on stderr when stderr is a terminal.
 //!

@@ -22,7 +22,7 @@ const BY_KEY: &[(ProviderName, &[&str])] = &[
 /// What the user can do when no provider is configured.
 pub const HOW_TO_CONFIGURE: &str = "set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY \
      (or GOOGLE_API_KEY), or use `--provider openai-chat --base-url URL` for an \
-     OpenAI-compatible server; run `agent` without a prompt for the offline demo";
+     OpenAI-compatible server; run `agentloop` without a prompt for the offline demo";
 
 /// Everything `main` needs to start the session.
 pub struct Setup {

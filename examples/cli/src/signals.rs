@@ -1,4 +1,4 @@
-//! Signals for the `agent` example: SIGINT (Ctrl-C), SIGTERM and SIGHUP handlers that only
+//! Signals for the `agentloop` CLI: SIGINT (Ctrl-C), SIGTERM and SIGHUP handlers that only
 //! write one byte to a self-pipe, a named watcher thread that turns each into the CLI's
 //! reaction, and a line reader that a signal wakes up.
 //!

@@ -8,7 +8,6 @@
 //! message, plus a quarter of the tool definitions' bytes. The session keeps that under
 //! `window − reserve`; the tests assert it stays under the window for every request.
 
-mod cli;
 mod overflow;
 mod resume;
 mod scripted;
@@ -25,7 +24,7 @@ use agentloop::profiles::ProviderProfile;
 use agentloop::session::compaction::{CompactionConfig, CompactionFallback, CompactionReason};
 use agentloop::session::{EventKind, Events, RecvError, Session, SessionConfig, SessionEvent};
 
-use crate::support::session::{DirEnv, echo_tool, names};
+use support::session::{DirEnv, echo_tool, names};
 
 /// A generous ceiling for a long scripted session on a loaded machine (not a speed target).
 pub const LONG: Duration = Duration::from_secs(180);
@@ -156,7 +155,7 @@ pub fn config(window: usize) -> SessionConfig {
 /// A session over `model` in `dir`.
 pub fn start(model: &ScriptedModel, dir: &Path, config: SessionConfig) -> (Session, Events) {
     let env = Arc::new(DirEnv::new(dir));
-    let client = crate::support::client_for(model.clone());
+    let client = support::client_for(model.clone());
     let session = Session::new(profile(), env, client, config).expect("session starts");
     let events = session.events();
     (session, events)

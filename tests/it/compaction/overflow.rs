@@ -13,9 +13,9 @@ use agentloop::session::{Session, SessionConfig, StopReason};
 use serde_json::{Value, json};
 
 use super::{collect_input, compactions};
-use crate::support::server::{Reply, Server};
-use crate::support::session::{DirEnv, echo_tool, stop_reason};
-use crate::support::{conformance, providers, turns};
+use support::server::{Reply, Server};
+use support::session::{DirEnv, echo_tool, stop_reason};
+use support::{conformance, providers, turns};
 
 /// The overflow captures and the llama.cpp one recorded earlier, with their formats.
 fn captures() -> Vec<(PathBuf, String, u16, String)> {
@@ -52,19 +52,13 @@ fn turn(format: &str, text: &str, calls: &[turns::Call]) -> Reply {
 
 fn client(format: &str, server: &Server) -> (Client, &'static str) {
     match format {
-        "anthropic" => (crate::support::anthropic_client(server), "anthropic"),
-        "openai-responses" => (
-            crate::support::client_for(providers::openai(server)),
-            "openai",
-        ),
+        "anthropic" => (support::anthropic_client(server), "anthropic"),
+        "openai-responses" => (support::client_for(providers::openai(server)), "openai"),
         "openai-chat" => (
-            crate::support::client_for(providers::openai_chat(server)),
+            support::client_for(providers::openai_chat(server)),
             "openai-chat",
         ),
-        "gemini" => (
-            crate::support::client_for(providers::gemini(server)),
-            "gemini",
-        ),
+        "gemini" => (support::client_for(providers::gemini(server)), "gemini"),
         other => panic!("unknown format {other}"),
     }
 }

@@ -10,7 +10,7 @@ use agentloop::session::{Session, StopReason};
 use serde_json::json;
 
 use super::*;
-use crate::support::session::{DirEnv, stop_reason};
+use support::session::{DirEnv, stop_reason};
 
 /// Phase one: 40 echo rounds; phase two (its input says "phase two"): 3 more. Call ids are
 /// explicit, so two instances of this model answer alike.
@@ -48,7 +48,7 @@ fn session_with(
     transcript: Option<std::path::PathBuf>,
 ) -> Session {
     let env = Arc::new(DirEnv::new(dir));
-    let client = crate::support::client_for(model.clone());
+    let client = support::client_for(model.clone());
     let mut config = config(8_000);
     if let Some(path) = transcript {
         config = config.with_transcript(path);

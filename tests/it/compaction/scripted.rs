@@ -13,7 +13,7 @@ use agentloop::unstable::estimate_request_tokens;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::support::session::{DirEnv, stop_reason, tool};
+use support::session::{DirEnv, stop_reason, tool};
 
 #[test]
 fn three_hundred_rounds_in_a_16k_window_compact_and_never_exceed_the_window() {
@@ -101,7 +101,7 @@ fn every_constraint_survives_every_compaction() {
         }
     });
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = crate::support::client_for(model.clone());
+    let client = support::client_for(model.clone());
     let session = Arc::new(Session::new(profile(), env, client, config(12_000)).unwrap());
     session_slot.set(Arc::downgrade(&session)).unwrap();
     let mut events = session.events();
@@ -184,7 +184,7 @@ fn completed_steps_are_never_repeated_after_compaction() {
     let dir = tempfile::tempdir().unwrap();
     let profile = profile().with_tool(step_tool);
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = crate::support::client_for(model.clone());
+    let client = support::client_for(model.clone());
     let session = Session::new(profile, env, client, config(12_000)).unwrap();
     let mut events = session.events();
     session.submit("do steps 1 to 60, each once").unwrap();
@@ -247,7 +247,7 @@ fn compact_resumed(rounds: usize, bytes: usize) -> (Vec<Compaction>, Vec<agentlo
         }
     });
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = crate::support::client_for(model.clone());
+    let client = support::client_for(model.clone());
     let session = Session::resume(&path, profile(), env, client, config(16_000)).unwrap();
     let mut events = session.events();
     session.submit("go on").unwrap();
@@ -324,7 +324,7 @@ fn ran_rounds(
     });
     let dir = tempfile::tempdir().unwrap();
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = crate::support::client_for(model.clone());
+    let client = support::client_for(model.clone());
     let config = SessionConfig::default()
         .with_loop_detection(false)
         .with_compaction(CompactionConfig::default().with_recent_tokens(100))

@@ -9,7 +9,7 @@ use agentloop::unstable::estimate_request_tokens;
 use serde_json::json;
 
 use super::*;
-use crate::support::session::{DirEnv, stop_reason, user_texts};
+use support::session::{DirEnv, stop_reason, user_texts};
 
 #[test]
 fn a_subagent_compacts_its_history_and_the_parent_sees_it() {
@@ -43,7 +43,7 @@ fn a_subagent_compacts_its_history_and_the_parent_sees_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = crate::support::client_for(model.clone());
+    let client = support::client_for(model.clone());
     let session = Session::new(profile, env, client, config(8_000)).unwrap();
     let mut events = session.events();
     session.submit("start the child").unwrap();

@@ -1,7 +1,7 @@
 //! Hostile files: links to devices, FIFOs, huge and sparse files, a 300 MB line, as a file
 //! to read, as project instructions and as ignore files, and a command reading the agent's
-//! own environment. Each operation runs in the `hostile_probe` example, a process of its
-//! own, so that a read that blocks is killed after a generous time and the memory a read
+//! own environment. Each operation runs in `hostile_probe` (a binary of this package), a
+//! process of its own, so that a read that blocks is killed after a generous time and the memory a read
 //! costs is that process's peak (`VmHWM`), asserted against a generous ceiling.
 
 use std::fs::{self, File};
@@ -10,8 +10,6 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-use crate::agent_cli::example_binary;
 
 /// What a probe printed, and its peak memory.
 struct Probe {
@@ -37,7 +35,7 @@ fn probe_with_env(args: &[&str], vars: &[(&str, &str)]) -> Probe {
     let _turn = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut child = Command::new(example_binary("hostile_probe"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hostile_probe"))
         .args(args)
         .envs(vars.iter().copied())
         .stdin(Stdio::null())

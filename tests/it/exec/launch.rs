@@ -106,7 +106,7 @@ fn a_command_with_a_nul_byte_is_refused_before_anything_starts() {
 /// closes the process's own standard descriptors.
 #[test]
 fn a_host_with_its_standard_descriptors_closed_still_gets_the_commands_output() {
-    crate::support::run_ignored_alone("exec_launch::closed_stdio_child");
+    support::run_ignored_alone("exec::launch::closed_stdio_child");
 }
 
 #[test]

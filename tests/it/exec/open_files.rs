@@ -15,8 +15,8 @@ use agentloop::tools;
 use serde_json::json;
 
 use crate::mcp::fake;
-use crate::support::run_ignored_alone;
-use crate::support::session::collect_input;
+use support::run_ignored_alone;
+use support::session::collect_input;
 
 /// The descriptor limit the child sets itself before any session starts.
 fn limit() -> libc::rlimit {
@@ -145,7 +145,7 @@ fn many_sessions_child() {
 
 #[test]
 fn many_sessions_run_their_commands_under_a_low_soft_limit() {
-    run_ignored_alone("open_files::many_sessions_child");
+    run_ignored_alone("exec::open_files::many_sessions_child");
 }
 
 #[test]
@@ -213,7 +213,7 @@ fn hosts_own_limit_child() {
 
 #[test]
 fn processes_the_library_starts_get_the_hosts_own_limit() {
-    run_ignored_alone("open_files::hosts_own_limit_child");
+    run_ignored_alone("exec::open_files::hosts_own_limit_child");
 }
 
 #[test]
@@ -228,7 +228,7 @@ fn short_of_descriptors_child() {
         ],
     );
     let mut events = session.events();
-    crate::support::session::collect_until(&mut events, |e| {
+    support::session::collect_until(&mut events, |e| {
         matches!(e.kind, EventKind::SessionStart { .. })
     });
     // One descriptor more than this process holds: a pipe needs two.
@@ -260,7 +260,7 @@ fn short_of_descriptors_child() {
 
 #[test]
 fn a_command_short_of_descriptors_fails_naming_the_limit() {
-    run_ignored_alone("open_files::short_of_descriptors_child");
+    run_ignored_alone("exec::open_files::short_of_descriptors_child");
 }
 
 /// A session whose one command prints its soft limit (`ulimit -Sn`), run to its end.
@@ -290,7 +290,7 @@ fn kept_before_the_first_session_child() {
 
 #[test]
 fn a_host_that_keeps_its_limit_before_the_first_session_keeps_it() {
-    run_ignored_alone("open_files::kept_before_the_first_session_child");
+    run_ignored_alone("exec::open_files::kept_before_the_first_session_child");
 }
 
 /// Soft limit 200, then a first environment in `dir`, which raises it (asserted); `false`
@@ -322,7 +322,7 @@ fn kept_after_a_raise_child() {
 
 #[test]
 fn a_raise_already_made_is_undone_when_the_host_keeps_its_limit() {
-    run_ignored_alone("open_files::kept_after_a_raise_child");
+    run_ignored_alone("exec::open_files::kept_after_a_raise_child");
 }
 
 #[test]
@@ -339,5 +339,5 @@ fn host_set_after_the_raise_child() {
 
 #[test]
 fn a_limit_the_host_set_after_the_raise_stays_when_it_keeps_its_limit() {
-    run_ignored_alone("open_files::host_set_after_the_raise_child");
+    run_ignored_alone("exec::open_files::host_set_after_the_raise_child");
 }

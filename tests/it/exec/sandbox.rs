@@ -710,9 +710,9 @@ fn best_effort_without_landlock_runs_and_the_session_warns() {
         )
         .unwrap();
     let model = ScriptedModel::new(vec![ScriptedTurn::text("done")]);
-    let client = crate::support::client_for(model);
+    let client = support::client_for(model);
     let session = Session::new(
-        crate::support::session::profile(),
+        support::session::profile(),
         std::sync::Arc::new(env),
         client,
         SessionConfig::default(),
@@ -720,7 +720,7 @@ fn best_effort_without_landlock_runs_and_the_session_warns() {
     .unwrap();
     let mut events = session.events();
     session.submit("hi").unwrap();
-    let seen = crate::support::session::collect_input(&mut events);
+    let seen = support::session::collect_input(&mut events);
     let warning = seen.iter().find_map(|e| match &e.kind {
         EventKind::Warning { message, code } if code == "sandbox" => Some(message.clone()),
         _ => None,
@@ -735,10 +735,10 @@ fn best_effort_without_landlock_runs_and_the_session_warns() {
 
 #[test]
 fn a_subagent_inherits_the_parents_sandbox() {
-    use crate::subagents::{KIT, child_ended};
-    use crate::support::Server;
-    use crate::support::turns::function;
+    use crate::session::subagents::{KIT, child_ended};
     use agentloop::session::{Session, SessionConfig};
+    use support::Server;
+    use support::turns::function;
 
     let f = fixture();
     let Some(env) = workspace_write(&f.ws) else {
@@ -779,7 +779,7 @@ fn a_subagent_inherits_the_parents_sandbox() {
     .unwrap();
     let mut events = session.events();
     session.submit("PARENT-SANDBOX delegate").unwrap();
-    let seen = crate::support::session::collect_input(&mut events);
+    let seen = support::session::collect_input(&mut events);
     let child = child_ended(&seen, "agent-1");
     assert_eq!(child[0].tool_name, "shell");
     assert!(

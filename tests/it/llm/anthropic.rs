@@ -5,7 +5,7 @@ use agentloop::llm::{FinishKind, Message, Request, StreamEvent, ToolDefinition, 
 use agentloop::unstable::{SseParser as Parser, decode_anthropic_stream as decode_stream};
 use serde_json::{Value, json};
 
-use crate::support::{self, Reply, Server, conformance, served};
+use support::{self, Reply, Server, conformance, served};
 
 fn request() -> Request {
     Request::new("claude-test", vec![Message::user("hello")])

@@ -11,8 +11,8 @@ use agentloop::llm::anthropic::Anthropic;
 use agentloop::llm::{Client, Message, Request, RetryPolicy, StreamEvent};
 use agentloop::{CancelToken, ErrorKind};
 
-use crate::support::cancel::{after_events, spawn_timed};
-use crate::support::{self, GENEROUS, Reply, Server, conformance};
+use support::cancel::{after_events, spawn_timed};
+use support::{self, GENEROUS, Reply, Server, conformance};
 
 fn request() -> Request {
     Request::new("claude-test", vec![Message::user("hello")])

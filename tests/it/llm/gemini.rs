@@ -3,9 +3,9 @@
 use agentloop::llm::{Client, Message, Request, ToolResult};
 use agentloop::unstable::decode_gemini_stream as decode_stream;
 
-use crate::support::providers::{self, GEMINI_KEY};
-use crate::support::{self, Reply, Server, conformance, served};
-use crate::wire;
+use crate::llm::wire;
+use support::providers::{self, GEMINI_KEY};
+use support::{self, Reply, Server, conformance, served};
 
 fn client(server: &Server) -> Client {
     support::client_for(providers::gemini(server))

@@ -1,14 +1,10 @@
-//! Hostile or broken model servers (part 3): an endless SSE line, keep-alive comments with
-//! no event, a 200 that is not an event stream, a redirect, and timeout messages that say how
-//! long they waited. Servers here are raw loopback sockets that generate their bodies as
-//! they write, so a 400 MB attack costs the test nothing; memory is measured on a child
-//! process (the `agent` CLI), never asserted as a speed.
+//! Hostile or broken model servers: keep-alive comments with no event, a 200 that is not
+//! an event stream, an oversized header, a redirect, duplicate call ids, a false gzip, and
+//! timeout messages that say how long they waited. Servers here are raw loopback sockets
+//! (`support::raw_server`) or the scripted one. The CLI's memory against an endless line
+//! and a slow reader is measured in its own tests (`examples/cli/tests/cli/hostile_servers.rs`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::Write;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,77 +12,9 @@ use agentloop::ErrorKind;
 use agentloop::llm::openai_chat::OpenAiChat;
 use agentloop::llm::{Client, HttpOptions, Message, Request};
 
-use crate::agent_cli::example_binary;
-use crate::support::turns::chat_turn;
-use crate::support::{self, GENEROUS, Reply, Server};
-
-/// A loopback server that hands every connection (after reading its request) to
-/// `respond`, until the returned [`Stop`] is dropped or a minute has passed.
-fn raw_server(respond: impl Fn(TcpStream) + Send + Sync + 'static) -> (String, Stop) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
-    let stopped = Arc::clone(&stop);
-    let handle = thread::Builder::new()
-        .name("raw-server".to_string())
-        .spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            thread::scope(|scope| {
-                while !stopped.load(Ordering::SeqCst) && Instant::now() < deadline {
-                    match listener.accept() {
-                        Ok((mut stream, _)) => {
-                            stream.set_nonblocking(false).unwrap();
-                            let respond = &respond;
-                            scope.spawn(move || {
-                                read_request(&mut stream);
-                                respond(stream);
-                            });
-                        }
-                        Err(_) => thread::sleep(Duration::from_millis(5)),
-                    }
-                }
-            });
-        })
-        .unwrap();
-    (url, Stop(stop, Some(handle)))
-}
-
-/// Stops a [`raw_server`] (and joins it) when dropped.
-struct Stop(Arc<AtomicBool>, Option<thread::JoinHandle<()>>);
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-        if let Some(handle) = self.1.take() {
-            let _ = handle.join();
-        }
-    }
-}
-
-/// Reads one request's head and its `content-length` body.
-fn read_request(stream: &mut TcpStream) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let lower = line.to_ascii_lowercase();
-        if let Some(value) = lower.strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0; length];
-    let _ = reader.read_exact(&mut body);
-}
-
-const SSE_HEAD: &[u8] =
-    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+use support::raw_server::{SSE_HEAD, raw_server};
+use support::turns::chat_turn;
+use support::{self, GENEROUS, Reply, Server};
 
 fn chat_client(url: &str, http: HttpOptions) -> Client {
     support::client_for(
@@ -110,106 +38,6 @@ fn stream_error(client: &Client) -> agentloop::Error {
             .next()
             .expect("the stream should end with an error"),
     }
-}
-
-/// Waits for `child`; returns its exit status and its peak resident memory (KiB).
-///
-/// The peak is `VmHWM` from `/proc/<pid>/status`, sampled until the process is gone: the
-/// high-water mark of the child's own image. (`wait4`'s `ru_maxrss` would not do: a child
-/// started with `posix_spawn` shares the test binary's memory until its `exec`, and Linux
-/// carries that high-water mark into the child's.)
-fn wait_with_peak_rss(child: &mut std::process::Child) -> (i32, i64) {
-    let status_file = format!("/proc/{}/status", child.id());
-    let peak = Arc::new(std::sync::atomic::AtomicI64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (peak, stop) = (Arc::clone(&peak), Arc::clone(&stop));
-        thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                let Ok(text) = std::fs::read_to_string(&status_file) else {
-                    break;
-                };
-                let hwm = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmHWM:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok());
-                match hwm {
-                    Some(kib) => {
-                        peak.fetch_max(kib, Ordering::SeqCst);
-                    }
-                    None => break, // a zombie has no memory lines: it has exited
-                }
-                thread::sleep(Duration::from_millis(2));
-            }
-        })
-    };
-    let status = child.wait().expect("wait for the agent");
-    stop.store(true, Ordering::SeqCst);
-    sampler.join().unwrap();
-    let code = status.code().map_or(-1, |c| c << 8);
-    (code, peak.load(Ordering::SeqCst))
-}
-
-#[test]
-fn an_sse_line_over_the_cap_is_a_stream_error_in_bounded_memory() {
-    // 400 MB of one `data:` line without a line end, written as fast as the client reads.
-    let (url, server) = raw_server(|mut stream| {
-        let _ = stream.write_all(SSE_HEAD);
-        let _ = stream.write_all(b"data: ");
-        let chunk = vec![b'x'; 64 * 1024];
-        for _ in 0..(400 * 1024 * 1024 / chunk.len()) {
-            if stream.write_all(&chunk).is_err() {
-                return; // the client gave up: what we want
-            }
-        }
-    });
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let mut child = Command::new(example_binary("agent"))
-        .args(["--json", "--provider", "openai-chat", "--base-url"])
-        .arg(format!("{url}/v1"))
-        .arg("--cwd")
-        .arg(work.path())
-        .arg("say hi")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("OPENAI_API_KEY", support::FAKE_KEY)
-        .env("OPENAI_COMPATIBLE_API_KEY", support::FAKE_KEY)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = thread::spawn(move || {
-        let mut out = String::new();
-        let _ = stdout.read_to_string(&mut out);
-        out
-    });
-    let started = Instant::now();
-    let (status, peak_kib) = wait_with_peak_rss(&mut child);
-    let out = reader.join().unwrap();
-    drop(server);
-    assert!(
-        started.elapsed() < GENEROUS * 3,
-        "took {:?}",
-        started.elapsed()
-    );
-    assert_ne!(status, 0, "the run should fail: {out}");
-    assert!(
-        out.contains("over 16 MiB"),
-        "no stream error about the cap in the events (status {status}, peak {} MiB):\n{}",
-        peak_kib / 1024,
-        &out[out.len().saturating_sub(3000)..]
-    );
-    // Alone it peaks near 28 MiB; each retry of the failed stream parses up to 16 MiB
-    // again, and the allocator may keep freed memory, so the ceiling allows for that.
-    assert!(
-        peak_kib < 96 * 1024,
-        "the agent peaked at {} MiB on a 400 MB line",
-        peak_kib / 1024
-    );
 }
 
 #[test]
@@ -338,11 +166,11 @@ fn a_redirect_is_not_retried_and_names_where_it_points() {
 
 #[test]
 fn duplicate_tool_call_ids_never_produce_two_results_for_one_id() {
-    use crate::support::turns::{chat_sse, function};
     use agentloop::exec::LocalExecutionEnvironment;
     use agentloop::profiles::ProviderProfile;
     use agentloop::session::{Session, SessionConfig};
     use serde_json::{Value, json};
+    use support::turns::{chat_sse, function};
 
     // An OpenAI-compatible server that gives two parallel calls the same id.
     let calls = [
@@ -389,93 +217,6 @@ fn duplicate_tool_call_ids_never_produce_two_results_for_one_id() {
         .map(|m| &m["content"])
         .collect();
     assert!(outputs[0].to_string().contains("one") && outputs[1].to_string().contains("two"));
-}
-
-#[test]
-fn a_slow_event_reader_keeps_memory_bounded() {
-    use crate::support::turns::{chat_sse, function};
-    use serde_json::json;
-
-    // 256 MiB of command output while the reader of the CLI's stdout takes its time: the
-    // CLI's event loop is that slow reader, so its backlog is what is measured.
-    let command = "head -c 268435456 /dev/zero | tr '\\0' x; echo; echo finished";
-    let server = Server::start(vec![
-        Reply::sse(chat_sse(
-            "",
-            &[function("call_1", "shell", json!({ "command": command }))],
-        )),
-        Reply::sse(chat_sse("done", &[])),
-    ]);
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let mut child = Command::new(example_binary("agent"))
-        .args([
-            "--json",
-            "--timeout-ms",
-            "120000",
-            "--provider",
-            "openai-chat",
-        ])
-        .arg("--base-url")
-        .arg(format!("{}/v1", server.url()))
-        .arg("--cwd")
-        .arg(work.path())
-        .arg("print a lot")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("OPENAI_API_KEY", support::FAKE_KEY)
-        .env("OPENAI_COMPATIBLE_API_KEY", support::FAKE_KEY)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = thread::spawn(move || {
-        // About 16 MB/s at most: far slower than the command writes.
-        let mut buf = vec![0u8; 16 * 1024];
-        let mut seen = Vec::new();
-        // The `tool_call_end` line carries megabytes of output, so its start can fall
-        // before the kept tail: note it before trimming.
-        let mut saw_end = false;
-        let end_marker = b"\"kind\":\"tool_call_end\"";
-        loop {
-            match stdout.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    // Keep only the lines that matter: markers and the end events.
-                    seen.extend_from_slice(&buf[..n]);
-                    if seen.len() > 8 * 1024 * 1024 {
-                        saw_end |= seen.windows(end_marker.len()).any(|w| w == end_marker);
-                        let keep = seen.split_off(seen.len() - 1024 * 1024);
-                        seen = keep;
-                    }
-                    thread::sleep(Duration::from_millis(1));
-                }
-            }
-        }
-        saw_end |= seen.windows(end_marker.len()).any(|w| w == end_marker);
-        (saw_end, String::from_utf8_lossy(&seen).into_owned())
-    });
-    let (status, peak_kib) = wait_with_peak_rss(&mut child);
-    let (saw_end, tail) = reader.join().unwrap();
-    assert_eq!(
-        status,
-        0,
-        "the run should complete: {}",
-        &tail[tail.len().saturating_sub(2000)..]
-    );
-    assert!(
-        saw_end && tail.contains("finished"),
-        "no end: {}",
-        &tail[tail.len().saturating_sub(3000)..]
-    );
-    assert!(
-        peak_kib < 96 * 1024,
-        "the agent peaked at {} MiB with a slow event reader",
-        peak_kib / 1024
-    );
 }
 
 #[test]
@@ -548,7 +289,7 @@ fn skipped_output_is_marked_for_a_reader_that_fell_behind() {
 fn gzip_responses_decode_and_a_false_one_is_a_typed_error() {
     use std::io::Write as _;
     let text = "compressed hello ".repeat(40);
-    let stream = crate::session_sse::anthropic_sse(&text, &[]);
+    let stream = support::session_sse::anthropic_sse(&text, &[]);
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     encoder.write_all(stream.as_bytes()).unwrap();
     let deflated = encoder.finish().unwrap();
@@ -570,7 +311,7 @@ fn gzip_responses_decode_and_a_false_one_is_a_typed_error() {
     ]);
     let client =
         support::anthropic_client(&server).with_retry_policy(agentloop::llm::RetryPolicy::none());
-    let request = crate::wire::request();
+    let request = crate::llm::wire::request();
     assert_eq!(client.complete(&request).unwrap().text(), text);
     assert_eq!(client.complete(&request).unwrap().text(), text);
     let refused = client.complete(&request).unwrap_err();

@@ -11,9 +11,9 @@ use agentloop::llm::{Client, RetryPolicy, StreamEvent};
 use agentloop::{CancelToken, ErrorKind};
 use serde_json::json;
 
-use crate::session_sse::anthropic_sse;
-use crate::support::{self, GENEROUS, Reply, Server};
-use crate::wire::{capture, client, formats, request};
+use crate::llm::wire::{capture, client, formats, request};
+use support::session_sse::anthropic_sse;
+use support::{self, GENEROUS, Reply, Server};
 
 fn text_reply(text: &str) -> Reply {
     Reply::sse(anthropic_sse(text, &[]))
@@ -143,9 +143,9 @@ fn a_body_held_open_after_its_last_event_ends_by_the_stall_timeout_and_is_not_re
 
 #[test]
 fn a_session_runs_its_tool_rounds_over_one_connection() {
-    use crate::session_http::{anthropic_profile, http_harness};
-    use crate::support::session::{collect_input, stop_reason};
+    use crate::session::http::{anthropic_profile, http_harness};
     use agentloop::session::{SessionConfig, StopReason};
+    use support::session::{collect_input, stop_reason};
     let mut h = http_harness(
         vec![
             Reply::sse(anthropic_sse(

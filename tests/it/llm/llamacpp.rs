@@ -9,7 +9,7 @@
 //! and returns, unless `AGENTLOOP_CI=1`, where a missing server is a failure.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,13 +21,13 @@ use agentloop::profiles;
 use agentloop::session::{EventKind, Session, SessionConfig, StopReason};
 use serde_json::json;
 
-use crate::support::http_options;
+use support::http_options;
 
 /// The venv's python: `AGENTLOOP_LLAMACPP_PYTHON`, else `target/ci/venv/bin/python`.
 fn python() -> Option<PathBuf> {
     let path = std::env::var_os("AGENTLOOP_LLAMACPP_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ci/venv/bin/python"));
+        .unwrap_or_else(|| support::ci::dir().join("venv/bin/python"));
     path.exists().then_some(path)
 }
 
@@ -52,10 +52,9 @@ impl Drop for LlamaServer {
 
 /// Starts `serve.py`; `None` (with the reason printed) when the venv is missing.
 fn start() -> Option<LlamaServer> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let Some(python) = python() else {
         // `.ci/run` leaves the reason here when PyPI could not be reached.
-        if let Ok(why) = std::fs::read_to_string(root.join("target/ci/llamacpp-unavailable")) {
+        if let Ok(why) = std::fs::read_to_string(support::ci::dir().join("llamacpp-unavailable")) {
             eprintln!("llamacpp: skipped: {}", why.trim());
             return None;
         }
@@ -66,8 +65,8 @@ fn start() -> Option<LlamaServer> {
         return None;
     };
     let mut child = Command::new(python)
-        .arg(root.join("tests/data/llamacpp/serve.py"))
-        .arg(root.join("target/ci/models"))
+        .arg(support::data_dir().join("llamacpp/serve.py"))
+        .arg(support::ci::dir().join("models"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

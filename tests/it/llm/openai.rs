@@ -3,9 +3,9 @@
 use agentloop::llm::{Client, Message, Request, StreamEvent};
 use agentloop::unstable::decode_openai_stream as decode_stream;
 
-use crate::support::providers::{self, OPENAI_KEY};
-use crate::support::{self, Reply, Server, conformance, served};
-use crate::wire;
+use crate::llm::wire;
+use support::providers::{self, OPENAI_KEY};
+use support::{self, Reply, Server, conformance, served};
 
 fn client(server: &Server) -> Client {
     support::client_for(providers::openai(server))

@@ -5,9 +5,9 @@ use agentloop::llm::openai_chat::OpenAiChat;
 use agentloop::llm::{Client, Message, Request};
 use agentloop::unstable::decode_openai_chat_stream as decode_stream;
 
-use crate::support::providers;
-use crate::support::{self, Reply, Server, conformance, served};
-use crate::wire;
+use crate::llm::wire;
+use support::providers;
+use support::{self, Reply, Server, conformance, served};
 
 fn client(server: &Server) -> Client {
     support::client_for(providers::openai_chat(server))

@@ -19,9 +19,9 @@ use agentloop::llm::{
 };
 use serde_json::{Value, json};
 
-use crate::support::providers;
-use crate::support::{self, Reply, Server};
-use crate::wire;
+use crate::llm::wire;
+use support::providers;
+use support::{self, Reply, Server};
 
 /// The neutral conversation, for `model`.
 fn conversation(model: &str) -> Request {
@@ -163,8 +163,8 @@ fn cases() -> Vec<Case> {
 }
 
 fn golden_path(format: &str) -> PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/requests")
+    support::data_dir()
+        .join("requests")
         .join(format!("{format}.json"))
 }
 

@@ -9,7 +9,7 @@ use agentloop::llm::{
 use agentloop::{CancelToken, Error, ErrorKind};
 use serde_json::json;
 
-use crate::support::session::HANG;
+use support::session::HANG;
 
 fn request(text: &str) -> Request {
     Request::new("m", vec![Message::user(text)])

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use agentloop::unstable::{SseEvent as Event, SseParser as Parser};
 
-use crate::support::conformance;
+use support::conformance;
 
 fn all_captures() -> Vec<PathBuf> {
     let mut files = Vec::new();

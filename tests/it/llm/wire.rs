@@ -13,12 +13,12 @@ use agentloop::llm::{
     Client, FinishKind, HttpOptions, Message, Provider, Request, RetryPolicy, StreamEvent,
 };
 
-use crate::support::cancel::{
+use support::cancel::{
     after_events, assert_aborted_within_50ms, cancel_after_the_first_text_delta,
     cancel_while_waiting_for_headers,
 };
-use crate::support::providers::{self, GEMINI_KEY, OPENAI_KEY};
-use crate::support::{self, Reply, Server, conformance};
+use support::providers::{self, GEMINI_KEY, OPENAI_KEY};
+use support::{self, Reply, Server, conformance};
 
 /// One wire format under test.
 pub struct Format {

@@ -11,18 +11,18 @@
 use std::process::Command;
 
 use super::*;
-use crate::agent_cli::{example_binary, run_command};
+use support::programs::{example, run_command};
 
 fn run_scenario(scenario: &str) {
     let runner = std::env::var_os("AGENTLOOP_MCP_CONFORMANCE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| ci_dir().join("conformance"))
+        .unwrap_or_else(|| support::ci::dir().join("conformance"))
         .join("node_modules/.bin/conformance");
-    let Some(runner) = installed(runner, "the MCP conformance runner") else {
+    let Some(runner) = support::ci::installed(runner, "the MCP conformance runner") else {
         return;
     };
     let out = tempfile::tempdir().unwrap();
-    let client = example_binary("mcp_client");
+    let client = example("mcp_client");
     let mut command = Command::new(runner);
     command
         .args(["client", "--scenario", scenario, "--command"])

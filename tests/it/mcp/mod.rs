@@ -1,7 +1,6 @@
 //! The MCP client: our scripted fake server (faults, both eras), the official servers
 //! installed by `.ci/run`, and the official conformance runner.
 
-mod cli;
 mod conformance;
 mod fake;
 mod real;
@@ -14,33 +13,11 @@ use agentloop::llm::{ContentPart, Request, Role, ToolResult};
 use agentloop::mcp::McpServer;
 use agentloop::session::{EventKind, SessionConfig, SessionEvent};
 
-use crate::support::session::*;
-
-/// Where `.ci/run` installs things: `target/ci/` of this repository.
-pub fn ci_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ci")
-}
-
-/// `path` when it exists; otherwise prints why the test is skipped and returns `None`,
-/// or fails when `AGENTLOOP_CI=1` (CI installs everything).
-pub fn installed(path: PathBuf, what: &str) -> Option<PathBuf> {
-    if path.exists() {
-        return Some(path);
-    }
-    let reason = format!(
-        "{what} is not installed at {} (run `bash .ci/run` to install it)",
-        path.display()
-    );
-    if std::env::var("AGENTLOOP_CI").as_deref() == Ok("1") {
-        panic!("{reason}");
-    }
-    eprintln!("skipped: {reason}");
-    None
-}
+use support::session::*;
 
 /// The fake server with `args`, as server `name`.
 pub fn fake(name: &str, args: &[&str]) -> McpServer {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp/fake_server.py");
+    let script = support::data_dir().join("mcp/fake_server.py");
     let mut all = vec![script.to_string_lossy().into_owned()];
     all.extend(args.iter().map(|a| a.to_string()));
     McpServer::stdio(name, "python3")

@@ -11,25 +11,7 @@ use agentloop::mcp::McpServerState;
 use serde_json::json;
 
 use super::*;
-
-/// The installed npm package's launcher, `target/ci/node/node_modules/.bin/<bin>`.
-pub fn npm_bin(bin: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("AGENTLOOP_MCP_NODE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| ci_dir().join("node"))
-        .join("node_modules/.bin")
-        .join(bin);
-    installed(path, bin)
-}
-
-fn venv_bin(bin: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("AGENTLOOP_MCP_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| ci_dir().join("mcp-venv"))
-        .join("bin")
-        .join(bin);
-    installed(path, bin)
-}
+use support::ci::{npm_bin, venv_bin};
 
 /// Server-everything over stdio, named `everything`.
 pub fn everything() -> Option<McpServer> {

@@ -4,6 +4,8 @@
 //! Anthropic shell default, custom tools on top of a profile, and profiles over wire
 //! formats other than their own.
 
+pub mod parity;
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,10 +26,10 @@ use agentloop::tools::{RegisteredTool, ToolContext, ToolInput, ToolOutput};
 use agentloop::unstable::format_date;
 use serde_json::{Value, json};
 
-use crate::support::parity_kit::{Kit, Run, ended};
-use crate::support::session::collect_input;
-use crate::support::turns::{chat_turn, function, gemini_turn};
-use crate::support::{self, Server, http_options};
+use support::parity_kit::{Kit, Run, ended};
+use support::session::collect_input;
+use support::turns::{chat_turn, function, gemini_turn};
+use support::{self, Server, http_options};
 
 const KITS: [Kit; 3] = [Kit::OpenAi, Kit::Anthropic, Kit::Gemini];
 
@@ -40,7 +42,7 @@ fn kit_name(kit: Kit) -> &'static str {
 }
 
 fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/profiles")
+    support::data_dir().join("profiles")
 }
 
 /// Compares `actual` with the checked-in file; writes it only when the test's environment

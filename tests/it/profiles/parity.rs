@@ -9,22 +9,22 @@ use std::time::{Duration, Instant};
 use agentloop::session::{EventKind, SessionConfig, SessionEvent, StopReason};
 use serde_json::{Value, json};
 
-use crate::support::Server;
-use crate::support::parity_kit::{Kit, Run, answer, assert_no_key_in, ended};
-use crate::support::session::{names, position, stop_reason};
-use crate::support::turns::{custom, function};
+use support::Server;
+use support::parity_kit::{Kit, Run, answer, assert_no_key_in, ended};
+use support::session::{names, position, stop_reason};
+use support::turns::{custom, function};
 
 /// Generates `parity::<profile>::<cell>` for every profile and cell.
 macro_rules! matrix {
     ($($cell:ident),* $(,)?) => {
         mod openai {
-            $(#[test] fn $cell() { super::$cell(crate::support::parity_kit::Kit::OpenAi) })*
+            $(#[test] fn $cell() { super::$cell(support::parity_kit::Kit::OpenAi) })*
         }
         mod anthropic {
-            $(#[test] fn $cell() { super::$cell(crate::support::parity_kit::Kit::Anthropic) })*
+            $(#[test] fn $cell() { super::$cell(support::parity_kit::Kit::Anthropic) })*
         }
         mod gemini {
-            $(#[test] fn $cell() { super::$cell(crate::support::parity_kit::Kit::Gemini) })*
+            $(#[test] fn $cell() { super::$cell(support::parity_kit::Kit::Gemini) })*
         }
     };
 }

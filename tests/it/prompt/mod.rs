@@ -1,6 +1,8 @@
 //! System prompt layers, environment context, git snapshot and project docs discovery,
 //! against real files in temporary directories and real git repositories.
 
+pub mod git_hostile;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,5 +1,5 @@
-//! RemoteExecutionEnvironment against real exec-servers: the `exec_server` example as a
-//! direct child (every run) and behind a private `sshd` on 127.0.0.1 (when Debian's
+//! RemoteExecutionEnvironment against real exec-servers: the CLI package's
+//! `agentloop-exec-server` as a direct child (every run) and behind a private `sshd` on 127.0.0.1 (when Debian's
 //! `openssh-server` is installed; required under `AGENTLOOP_CI=1`).
 //!
 //! The sshd is started by the tests themselves: throwaway host and user keys made with
@@ -8,12 +8,11 @@
 //! the temp dir. The "remote side" is this machine, so the tests can check with `/proc`
 //! that nothing is left running there.
 
-mod cli;
 mod faults;
 mod session;
 mod suite;
 
-pub use crate::support::sshd::Sshd;
+pub use support::sshd::Sshd;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -28,9 +27,9 @@ use agentloop::exec::{CommandRequest, ExecutionEnvironment};
 /// A secret the transport's environment carries; commands must never see it.
 pub const SECRET: &str = "sk-remote-test-0123456789abcdefghijklmnop";
 
-/// The `exec_server` example, as `cargo test` builds it.
+/// The CLI package's `agentloop-exec-server`, as `cargo test` at the root builds it.
 pub fn server_binary() -> PathBuf {
-    crate::agent_cli::example_binary("exec_server")
+    support::programs::exec_server()
 }
 
 /// How a suite test reaches its server.

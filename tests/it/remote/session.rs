@@ -12,7 +12,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::{Fixture, Via, assert_gone, pids_in, running};
-use crate::support::session::{collect_input, collect_until};
+use support::session::{collect_input, collect_until};
 
 fn session(
     env: Arc<RemoteExecutionEnvironment>,
@@ -23,7 +23,7 @@ fn session(
         .with_tool(tools::read_file())
         .with_tool(tools::write_file());
     let model = ScriptedModel::new(turns);
-    let client = crate::support::client_for(model.clone());
+    let client = support::client_for(model.clone());
     let session = Session::new(profile, env, client, SessionConfig::default()).unwrap();
     (session, model)
 }

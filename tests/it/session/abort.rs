@@ -9,7 +9,7 @@ use agentloop::session::{
 };
 use serde_json::json;
 
-use crate::support::session::*;
+use support::session::*;
 
 fn stalling_harness() -> Harness {
     harness(vec![
@@ -214,5 +214,5 @@ fn thread_count_child() {
 
 #[test]
 fn no_thread_outlives_a_dropped_session() {
-    crate::support::run_ignored_alone("session_abort::thread_count_child");
+    support::run_ignored_alone("session::abort::thread_count_child");
 }

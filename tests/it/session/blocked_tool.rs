@@ -20,7 +20,7 @@ use agentloop::session::{
 };
 use serde_json::json;
 
-use crate::support::session::*;
+use support::session::*;
 
 /// The tests count this process's call threads: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -104,7 +104,7 @@ fn session(stuck: &StuckFile) -> (Session, Events) {
     let model = ScriptedModel::new(turns);
     let env = BlockingReads(LocalExecutionEnvironment::new(stuck.dir.path()).unwrap());
     let profile = profile().with_tool(agentloop::tools::read_file());
-    let client = crate::support::client_for(model);
+    let client = support::client_for(model);
     let session = Session::new(profile, Arc::new(env), client, SessionConfig::default()).unwrap();
     let events = session.events();
     (session, events)
@@ -267,7 +267,7 @@ fn reader_threads(local: bool, allow_outside_working_dir: bool) -> Vec<String> {
         .with_tool(host_read);
     let mut config = SessionConfig::default();
     config.allow_outside_working_dir = allow_outside_working_dir;
-    let client = crate::support::client_for(ScriptedModel::new(turns));
+    let client = support::client_for(ScriptedModel::new(turns));
     let session = Session::new(profile, env.clone(), client, config).unwrap();
     let mut events = session.events();
     session.submit("read notes.txt twice").unwrap();
@@ -358,7 +358,7 @@ fn an_interrupt_stops_a_huge_local_read_run_without_a_helper_thread() {
         ScriptedTurn::text("after the interrupt"),
     ];
     let profile = profile().with_tool(agentloop::tools::read_file());
-    let client = crate::support::client_for(ScriptedModel::new(turns));
+    let client = support::client_for(ScriptedModel::new(turns));
     let session = Session::new(profile, env.clone(), client, SessionConfig::default()).unwrap();
     let mut events = session.events();
     session.submit("read huge.log").unwrap();

@@ -5,7 +5,7 @@ use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::session::{CloseReason, EventKind, SessionConfig, SessionState, StopReason};
 use agentloop::{Error, ErrorKind};
 
-use crate::support::session::*;
+use support::session::*;
 
 fn error_event(events: &[agentloop::session::SessionEvent]) -> (String, String, bool) {
     events
@@ -185,7 +185,7 @@ fn an_environment_that_fails_to_start_closes_the_session_with_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut env = DirEnv::new(dir.path());
     env.fail_init = true;
-    let client = crate::support::client_for(ScriptedModel::new(vec![]));
+    let client = support::client_for(ScriptedModel::new(vec![]));
     let session = agentloop::session::Session::new(
         profile(),
         std::sync::Arc::new(env),

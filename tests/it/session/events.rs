@@ -14,7 +14,7 @@ use agentloop::tools::ToolOutput;
 use agentloop::{Error, ErrorKind};
 use serde_json::{Value, json};
 
-use crate::support::session::*;
+use support::session::*;
 
 #[test]
 fn event_json_has_kind_session_id_timestamp_and_data_in_that_order() {

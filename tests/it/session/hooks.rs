@@ -12,10 +12,10 @@ use agentloop::session::{
 };
 use serde_json::{Value, json};
 
-use crate::support::Server;
-use crate::support::parity_kit::{Kit, ended};
-use crate::support::session::{collect_input, collect_to_end, echo_tool, stop_reason};
-use crate::support::turns::function;
+use support::Server;
+use support::parity_kit::{Kit, ended};
+use support::session::{collect_input, collect_to_end, echo_tool, stop_reason};
+use support::turns::function;
 
 const KIT: Kit = Kit::Anthropic;
 

@@ -11,9 +11,9 @@ use agentloop::session::{
 };
 use serde_json::{Value, json};
 
-use crate::session_sse::{anthropic_sse, partial_text_sse};
-use crate::support::session::*;
-use crate::support::{self, FAKE_KEY, Reply, Server};
+use support::session::*;
+use support::session_sse::{anthropic_sse, partial_text_sse};
+use support::{self, FAKE_KEY, Reply, Server};
 
 pub fn anthropic_profile() -> ProviderProfile {
     ProviderProfile::new("anthropic", "claude-loopback")

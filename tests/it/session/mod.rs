@@ -1,6 +1,21 @@
 //! The core loop (spec §9.1): creation, the tool loop, natural completion, limits, loop
 //! detection, sequential inputs, `run()`.
 
+pub mod abort;
+pub mod blocked_tool;
+pub mod errors;
+pub mod events;
+pub mod hooks;
+pub mod http;
+pub mod shell;
+pub mod steering;
+pub mod subagents;
+pub mod subagents_lifecycle;
+pub mod tool_rounds;
+pub mod tools;
+pub mod transcript;
+pub mod usage;
+
 use std::sync::Arc;
 
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
@@ -10,7 +25,7 @@ use agentloop::session::{
 };
 use serde_json::json;
 
-use crate::support::session::*;
+use support::session::*;
 
 #[test]
 fn session_is_created_with_a_profile_and_an_environment() {

@@ -15,7 +15,7 @@ use agentloop::session::{
 use agentloop::tools;
 use serde_json::json;
 
-use crate::support::session::*;
+use support::session::*;
 
 struct ShellHarness {
     session: Session,
@@ -32,7 +32,7 @@ fn shell_harness(turns: Vec<ScriptedTurn>, config: SessionConfig) -> ShellHarnes
         .with_tool(tools::read_file())
         .with_tool(tools::write_file());
     let model = ScriptedModel::new(turns);
-    let client = crate::support::client_for(model.clone());
+    let client = support::client_for(model.clone());
     let session = Session::new(profile, env, client, config).unwrap();
     let events = session.events();
     ShellHarness {

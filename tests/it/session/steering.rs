@@ -5,7 +5,7 @@ use agentloop::llm::scripted::ScriptedTurn;
 use agentloop::session::{EventKind, SessionConfig, StopReason, Turn};
 use serde_json::json;
 
-use crate::support::session::*;
+use support::session::*;
 
 /// Index of the first event satisfying `pred`.
 fn index_of(

@@ -10,9 +10,9 @@ use std::path::Path;
 use agentloop::session::{EventKind, SessionConfig, SessionEvent, StopReason};
 use serde_json::{Value, json};
 
-use crate::support::Server;
-use crate::support::parity_kit::{Ended, Kit, Run, ended};
-use crate::support::turns::function;
+use support::Server;
+use support::parity_kit::{Ended, Kit, Run, ended};
+use support::turns::function;
 
 pub const KIT: Kit = Kit::Anthropic;
 
@@ -106,7 +106,7 @@ fn two_subagents_spawned_in_one_round_run_concurrently() {
     let mut run = Run::with(KIT, server, SessionConfig::default(), |_| {});
     let events = run.input("PARENT-CONCURRENT run both sides at once");
     assert_eq!(
-        crate::support::session::stop_reason(&events),
+        support::session::stop_reason(&events),
         StopReason::Completed
     );
     let waits: Vec<Value> = ended(&events)

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use agentloop::session::{EventKind, Session, SessionConfig, SessionEvent};
 use serde_json::json;
 
-use crate::subagents::{KIT, json_of};
-use crate::support::Server;
-use crate::support::parity_kit::{Run, ended};
-use crate::support::session::{DirEnv, collect_input, collect_to_end, collect_until, names};
-use crate::support::turns::function;
+use crate::session::subagents::{KIT, json_of};
+use support::Server;
+use support::parity_kit::{Run, ended};
+use support::session::{DirEnv, collect_input, collect_to_end, collect_until, names};
+use support::turns::function;
 
 /// Starts a parent whose child runs `echo pid=$$; exec sleep 30`; returns the run and the
 /// pid of the child's command once the parent's input is done and the command runs.

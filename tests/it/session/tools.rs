@@ -12,7 +12,7 @@ use agentloop::session::{Approval, EventKind, SessionConfig, SessionState, StopR
 use agentloop::tools::{ToolInput, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::support::session::*;
+use support::session::*;
 
 /// The tool results the model received in `request`, in message order.
 fn tool_results(request: &Request) -> Vec<ToolResult> {

@@ -17,9 +17,9 @@ use agentloop::session::{
 use agentloop::tools::{self, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::session_sse::anthropic_sse;
-use crate::support::session::*;
-use crate::support::{self, FAKE_KEY, Reply, Server, conformance};
+use support::session::*;
+use support::session_sse::anthropic_sse;
+use support::{self, FAKE_KEY, Reply, Server, conformance};
 
 fn anthropic_capture(name: &str) -> Reply {
     Reply::sse_file(conformance::dir().join("anthropic").join(name))
@@ -865,75 +865,4 @@ fn subagents_of_a_recorded_session_run_and_their_events_land_in_the_parent_trans
         3,
         "the parent's own history"
     );
-}
-
-/// The agent CLI against `server`, working in `cwd`, with `args` after the provider ones.
-fn agent_cli(server: &Server, cwd: &Path, home: &Path, args: &[&str]) -> crate::agent_cli::Ran {
-    let mut command = std::process::Command::new(crate::agent_cli::example_binary("agent"));
-    command
-        .args([
-            "--provider",
-            "anthropic",
-            "--base-url",
-            &server.url(),
-            "--cwd",
-        ])
-        .arg(cwd)
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("ANTHROPIC_API_KEY", FAKE_KEY);
-    crate::agent_cli::run_command(command, "")
-}
-
-#[test]
-fn the_agent_cli_saves_a_transcript_and_resumes_it_with_the_earlier_conversation() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cli.jsonl");
-    let path_arg = path.to_str().unwrap();
-    let first = Server::start(vec![Reply::sse(anthropic_sse("The answer is 42.", &[]))]);
-    let ran = agent_cli(
-        &first,
-        dir.path(),
-        dir.path(),
-        &["--transcript", path_arg, "what is the answer?"],
-    );
-    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
-    assert_eq!(
-        Transcript::read(&path).unwrap().user_inputs(),
-        ["what is the answer?"]
-    );
-
-    // An existing file is refused before anything starts (bad usage): nothing is
-    // overwritten.
-    let again = agent_cli(
-        &first,
-        dir.path(),
-        dir.path(),
-        &["--transcript", path_arg, "x"],
-    );
-    assert_eq!(again.status, Some(2), "{}", again.all_output());
-    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
-
-    let second = Server::start(vec![Reply::sse(anthropic_sse("Still 42.", &[]))]);
-    let ran = agent_cli(
-        &second,
-        dir.path(),
-        dir.path(),
-        &["--resume", path_arg, "are you sure?"],
-    );
-    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
-    let body = second.requests()[0].body_text();
-    assert!(
-        body.contains("what is the answer?") && body.contains("The answer is 42."),
-        "{body}"
-    );
-    let transcript = Transcript::read(&path).unwrap();
-    assert_eq!(transcript.resumes().len(), 1);
-    assert_eq!(
-        transcript.user_inputs(),
-        ["what is the answer?", "are you sure?"]
-    );
-    assert!(!text_of(&path).contains(FAKE_KEY));
 }

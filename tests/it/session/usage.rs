@@ -12,13 +12,11 @@ use agentloop::profiles::ProviderProfile;
 use agentloop::session::{EventKind, Outcome, Session, SessionConfig, SessionEvent};
 use serde_json::Value;
 
-use crate::support::session::{DirEnv, collect_to_end};
-use crate::support::{self, Reply, Server, providers};
+use support::session::{DirEnv, collect_to_end};
+use support::{self, Reply, Server, providers};
 
 fn capture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/conformance")
-        .join(format!("{name}.sse"))
+    support::conformance::dir().join(format!("{name}.sse"))
 }
 
 /// The usage the capture's `.expected.json` records.

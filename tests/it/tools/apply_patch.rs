@@ -16,10 +16,8 @@ use agentloop::llm::{ToolCall, ToolKind};
 use agentloop::tools::{ToolContext, apply_patch};
 use serde_json::json;
 
-use crate::support::tools_tree::{
-    cases, copy_tree, data_dir, describe_difference, run_tool, snapshot,
-};
-use crate::support::tree_cases::{check_every_case, run_tree_case};
+use support::tools_tree::{cases, copy_tree, data_dir, describe_difference, run_tool, snapshot};
+use support::tree_cases::{check_every_case, run_tree_case};
 
 fn patch_call(patch: &str) -> ToolCall {
     ToolCall::new("call-1", "apply_patch", json!({ "patch": patch }))
@@ -36,7 +34,7 @@ fn every_apply_patch_data_case_gives_its_expected_tree_or_error() {
 }
 
 fn conformance_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance/apply_patch")
+    support::conformance::dir().join("apply_patch")
 }
 
 #[test]

@@ -6,8 +6,8 @@ use agentloop::llm::ToolCall;
 use agentloop::tools::edit_file;
 use serde_json::Value;
 
-use crate::support::tools_tree::data_dir;
-use crate::support::tree_cases::{check_every_case, run_tree_case};
+use support::tools_tree::data_dir;
+use support::tree_cases::{check_every_case, run_tree_case};
 
 #[test]
 fn every_edit_file_data_case_gives_its_expected_tree_or_error() {

@@ -1,6 +1,11 @@
 //! The shared tools on real files in temp dirs: argument validation through the registry,
 //! read_file, write_file, list_dir and read_many_files.
 
+pub mod apply_patch;
+pub mod edit_file;
+pub mod search;
+pub mod shell;
+
 use std::fs;
 use std::path::Path;
 

@@ -8,7 +8,7 @@ use agentloop::llm::ToolCall;
 use agentloop::tools::{glob, grep, read_many_files};
 use serde_json::{Value, json};
 
-use crate::support::tools_tree::run_tool;
+use support::tools_tree::run_tool;
 
 fn tree() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! Bench section `e2e`: the `agent` example binary, end to end, as a user runs it.
+//! Bench section `e2e`: the `agentloop` CLI binary, end to end, as a user runs it.
 //!
 //! - The three-round task against a loopback server speaking the Anthropic format: a
 //!   shell command `echo hello > out.txt`, `read_file out.txt`, the answer "done". Wall
@@ -14,8 +14,8 @@
 //! - Start-up and own time again for the static build (`+crt-static`, built by the bench
 //!   with `--target x86_64-unknown-linux-gnu`): no dynamic loader at exec.
 //!
-//! The binary is built first with `cargo build --release --example agent` (a no-op when it
-//! is up to date); if that fails, the rows say so. Measures; never asserts.
+//! The binary is built first with `cargo build --release -p agentloop-cli --bin agentloop` (a
+//! no-op when it is up to date); if that fails, the rows say so. Measures; never asserts.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -30,6 +30,16 @@ use crate::session_sse::anthropic_sse;
 
 const RUNS: usize = 20;
 
+/// The release build of the CLI binary the sections measure.
+pub const RELEASE_BUILD: &[&str] = &[
+    "build",
+    "--release",
+    "-p",
+    "agentloop-cli",
+    "--bin",
+    "agentloop",
+];
+
 fn row(name: impl Into<String>, value: String, target: &str) -> Row {
     Row {
         section: "e2e",
@@ -39,11 +49,7 @@ fn row(name: impl Into<String>, value: String, target: &str) -> Row {
     }
 }
 
-fn manifest_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Runs `cargo` with `args` in the crate directory; `Err` carries the reason.
+/// Runs `cargo` with `args` in the repository's root; `Err` carries the reason.
 pub fn cargo(args: &[&str], extra_env: &[(&str, &str)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     eprintln!("bench: {cargo} {}", args.join(" "));
@@ -69,7 +75,7 @@ pub fn cargo(args: &[&str], extra_env: &[(&str, &str)]) -> Result<(), String> {
     let status = command
         .args(args)
         .envs(extra_env.iter().copied())
-        .current_dir(manifest_dir())
+        .current_dir(support::repo_root())
         .stdout(Stdio::null())
         .status()
         .map_err(|e| format!("cannot run {cargo}: {e}"))?;
@@ -80,7 +86,7 @@ pub fn cargo(args: &[&str], extra_env: &[(&str, &str)]) -> Result<(), String> {
     }
 }
 
-/// Builds the `agent` example with `profile`, statically linked against glibc
+/// Builds the `agentloop` binary with `profile`, statically linked against glibc
 /// (`+crt-static`, the build the README documents); returns the binary's path.
 pub fn build_static(profile: &str) -> Result<PathBuf, String> {
     let triple = "x86_64-unknown-linux-gnu";
@@ -98,20 +104,22 @@ pub fn build_static(profile: &str) -> Result<PathBuf, String> {
             profile,
             "--target",
             triple,
-            "--example",
-            "agent",
+            "-p",
+            "agentloop-cli",
+            "--bin",
+            "agentloop",
         ],
         &[("RUSTFLAGS", "-C target-feature=+crt-static")],
     )?;
     let dir = if profile == "dev" { "debug" } else { profile };
-    Ok(target_dir().join(triple).join(dir).join("examples/agent"))
+    Ok(target_dir().join(triple).join(dir).join("agentloop"))
 }
 
 /// The target directory cargo builds into (`CARGO_TARGET_DIR` or `./target`).
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("target"))
+        .unwrap_or_else(|| support::repo_root().join("target"))
 }
 
 /// What one run of the agent cost.
@@ -370,14 +378,14 @@ fn startup_rows(agent: &Path, build: &str) -> Vec<Row> {
     vec![
         row(
             format!(
-                "agent ({build}), 3-round task: spawn → first request complete, median of {RUNS}"
+                "agentloop ({build}), 3-round task: spawn → first request complete, median of {RUNS}"
             ),
             format!("{:.2} ms", median(first).as_secs_f64() * 1e3),
             "≤ 2 ms",
         ),
         row(
             format!(
-                "agent ({build}), 3-round task: own time (wall − server time) / floor (exec + 2 bash), medians of {RUNS}"
+                "agentloop ({build}), 3-round task: own time (wall − server time) / floor (exec + 2 bash), medians of {RUNS}"
             ),
             against_floor(median(own)),
             "≤ 1.2×",
@@ -447,12 +455,12 @@ fn rows_for(
 }
 
 pub fn run() -> Vec<Row> {
-    if let Err(why) = cargo(&["build", "--release", "--example", "agent"], &[]) {
-        return vec![row("agent binary", "not built".to_string(), &why)];
+    if let Err(why) = cargo(RELEASE_BUILD, &[]) {
+        return vec![row("agentloop binary", "not built".to_string(), &why)];
     }
-    let agent = target_dir().join("release/examples/agent");
+    let agent = target_dir().join("release/agentloop");
     let mut rows = rows_for(
-        "agent, 3-round task over loopback Anthropic",
+        "agentloop, 3-round task over loopback Anthropic",
         &agent,
         three_rounds,
         ("< 50 ms", "< 10 MB"),
@@ -464,13 +472,13 @@ pub fn run() -> Vec<Row> {
     match static_build {
         Ok(agent) => rows.extend(startup_rows(&agent, "release, static glibc")),
         Err(why) => rows.push(row(
-            "agent (static) start-up",
+            "agentloop (static) start-up",
             "not built".to_string(),
             &why,
         )),
     }
     rows.extend(rows_for(
-        "agent, offline demo (4 tool rounds)",
+        "agentloop, offline demo (4 tool rounds)",
         &agent,
         demo,
         ("", ""),

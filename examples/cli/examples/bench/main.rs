@@ -3,7 +3,7 @@
 //!
 //! Each section lives in its own file and returns rows for the table. Sections measure and
 //! never assert; targets are printed beside the figures. `e2e` and `size` build the
-//! `agent` example with cargo first (`size` runs two `min-size` builds, a few minutes from
+//! `agentloop` binary with cargo first (`size` runs two `min-size` builds, a few minutes from
 //! scratch). `scale N` runs the `scale` section with N sessions (default 300).
 
 use std::time::Duration;
@@ -24,16 +24,9 @@ mod subagents;
 mod tools;
 mod transcript;
 
-// The loopback server and Anthropic SSE bodies of the integration tests, shared by the
-// `loop`, `subagents` and `e2e` sections.
-#[allow(dead_code)]
-#[path = "../../tests/it/support/server.rs"]
-mod server;
-#[path = "../../tests/it/session_sse.rs"]
-mod session_sse;
-// The private loopback sshd of the integration tests, for the `remote` section.
-#[path = "../../tests/it/support/sshd.rs"]
-mod sshd;
+// The test support crate (a dev-dependency) gives the sections the loopback server and
+// Anthropic SSE bodies (`loop`, `subagents`, `e2e`) and the private sshd (`remote`).
+use support::{server, session_sse, sshd};
 
 /// One row of the table.
 pub struct Row {

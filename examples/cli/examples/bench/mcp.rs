@@ -33,8 +33,7 @@ fn row(name: &str, value: String, target: &str) -> Row {
 }
 
 fn everything_bin() -> Option<PathBuf> {
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target/ci/node/node_modules/.bin/mcp-server-everything");
+    let bin = support::ci::dir().join("node/node_modules/.bin/mcp-server-everything");
     bin.exists().then_some(bin)
 }
 

@@ -3,7 +3,8 @@
 //! reused vs a new `ssh` per call), and 100 concurrent sessions in one process, each with
 //! its own exec-server child, 20 shell rounds each: wall time, peak RSS, threads.
 //!
-//! Builds `exec_server` first (`cargo build --release --example exec_server`). Medians of
+//! Builds the exec-server first (`cargo build --release -p agentloop-cli --bin
+//! agentloop-exec-server`). Medians of
 //! many calls; never asserts.
 
 use std::path::{Path, PathBuf};
@@ -96,11 +97,19 @@ fn per_call(
 }
 
 fn server() -> Option<PathBuf> {
-    if let Err(why) = e2e::cargo(&["build", "--release", "--example", "exec_server"], &[]) {
+    let build = [
+        "build",
+        "--release",
+        "-p",
+        "agentloop-cli",
+        "--bin",
+        "agentloop-exec-server",
+    ];
+    if let Err(why) = e2e::cargo(&build, &[]) {
         eprintln!("bench remote: {why}");
         return None;
     }
-    Some(e2e::target_dir().join("release/examples/exec_server"))
+    Some(e2e::target_dir().join("release/agentloop-exec-server"))
 }
 
 fn direct(server: &Path) -> Transport {
@@ -109,7 +118,7 @@ fn direct(server: &Path) -> Transport {
 
 pub fn run() -> Vec<Row> {
     let Some(server) = server() else {
-        return vec![row("exec_server build", "failed".into(), "")];
+        return vec![row("agentloop-exec-server build", "failed".into(), "")];
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let mut rows = Vec::new();

@@ -79,11 +79,10 @@ pub fn run() -> Vec<Row> {
             "",
         ),
     ];
-    let min_size =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/min-size/examples/agent");
+    let min_size = crate::e2e::target_dir().join("min-size/agentloop");
     if let Ok(meta) = std::fs::metadata(&min_size) {
         rows.push(row(
-            "agent, min-size build present in target/ (see `size`)",
+            "agentloop, min-size build present in target/ (see `size`)",
             format!("{:.2} MiB", meta.len() as f64 / (1024.0 * 1024.0)),
             "",
         ));

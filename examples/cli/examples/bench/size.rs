@@ -1,12 +1,12 @@
-//! Bench section `size`: the size of the `agent` example binary — the release build, the
+//! Bench section `size`: the size of the `agentloop` CLI binary — the release build, the
 //! `[profile.min-size]` build (with TLS), and the static glibc build documented in the
 //! README:
 //!
 //! ```text
-//! cargo build --release --example agent
-//! cargo build --profile min-size --example agent
+//! cargo build --release -p agentloop-cli --bin agentloop
+//! cargo build --profile min-size -p agentloop-cli --bin agentloop
 //! RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile min-size \
-//!     --target x86_64-unknown-linux-gnu --example agent
+//!     --target x86_64-unknown-linux-gnu -p agentloop-cli --bin agentloop
 //! ```
 //!
 //! The bench runs these builds itself (the two min-size builds take a few minutes from
@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use crate::Row;
-use crate::e2e::{build_static, cargo, target_dir};
+use crate::e2e::{RELEASE_BUILD, build_static, cargo, target_dir};
 
 fn row(name: &str, value: String, target: &str) -> Row {
     Row {
@@ -46,27 +46,35 @@ fn size_of(name: &str, built: Result<(), String>, path: &Path, target: &str) -> 
 pub fn run() -> Vec<Row> {
     let target = target_dir();
     let mut rows = Vec::new();
-    let built = cargo(&["build", "--release", "--example", "agent"], &[]);
+    let built = cargo(RELEASE_BUILD, &[]);
     rows.push(size_of(
-        "agent, release profile (not stripped)",
+        "agentloop, release profile (not stripped)",
         built,
-        &target.join("release/examples/agent"),
+        &target.join("release/agentloop"),
         "",
     ));
     let built = cargo(
-        &["build", "--profile", "min-size", "--example", "agent"],
+        &[
+            "build",
+            "--profile",
+            "min-size",
+            "-p",
+            "agentloop-cli",
+            "--bin",
+            "agentloop",
+        ],
         &[],
     );
     rows.push(size_of(
-        "agent, [profile.min-size] with TLS",
+        "agentloop, [profile.min-size] with TLS",
         built,
-        &target.join("min-size/examples/agent"),
+        &target.join("min-size/agentloop"),
         "< 3.5 MB",
     ));
     let built = build_static("min-size");
     let path = built.clone().unwrap_or_default();
     rows.push(size_of(
-        "agent, min-size, static glibc (+crt-static)",
+        "agentloop, min-size, static glibc (+crt-static)",
         built.map(|_| ()),
         &path,
         "",

@@ -14,7 +14,6 @@
 //! (Linux), which is what to read on a machine shared with other jobs, where wall time
 //! also counts the time the bench thread waited for a core.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agentloop::Result;
@@ -36,9 +35,7 @@ fn captures() -> Vec<Vec<u8>> {
 
 /// The `.sse` captures of one folder of the conformance corpus, sorted by name.
 fn captures_in(folder: &str) -> Vec<Vec<u8>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/conformance")
-        .join(folder);
+    let dir = support::conformance::dir().join(folder);
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
         .expect("the conformance corpus in tests/data/conformance")
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -4,14 +4,15 @@
 //! and never writes anything but protocol lines to stdout.
 //!
 //! ```text
-//! exec_server [--version]
+//! agentloop-exec-server [--version]
 //! ```
 //!
 //! The working directory is the one the client's `hello` names (this process's own when it
-//! names none). Install it on a remote host as `agentloop-exec-server` on the login shell's
-//! `PATH`, or give its path to `agent --remote … --remote-server PATH`. Build it static to
-//! copy it anywhere: `RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile
-//! min-size --example exec_server --target x86_64-unknown-linux-gnu`.
+//! names none). Install it on a remote host on the login shell's `PATH` (`cargo install
+//! --path examples/cli` installs it beside `agentloop`), or give its path to `agentloop
+//! --remote … --remote-server PATH`. Build it static to copy it anywhere:
+//! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile min-size -p
+//! agentloop-cli --bin agentloop-exec-server --target x86_64-unknown-linux-gnu`.
 
 use std::process::ExitCode;
 
@@ -28,7 +29,7 @@ fn main() -> ExitCode {
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(e) => {
-            eprintln!("exec_server: no working directory: {e}");
+            eprintln!("agentloop-exec-server: no working directory: {e}");
             return ExitCode::from(2);
         }
     };
@@ -41,7 +42,7 @@ fn main() -> ExitCode {
     let env = match LocalExecutionEnvironment::new(cwd) {
         Ok(env) => env.with_base_env(base),
         Err(e) => {
-            eprintln!("exec_server: {e}");
+            eprintln!("agentloop-exec-server: {e}");
             return ExitCode::from(2);
         }
     };
@@ -49,7 +50,7 @@ fn main() -> ExitCode {
     match RemoteExecutionEnvironment::serve_stdio(env) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("exec_server: {e}");
+            eprintln!("agentloop-exec-server: {e}");
             ExitCode::FAILURE
         }
     }

@@ -6,9 +6,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::agent_cli::{example_binary, run_command};
-use crate::support::turns::{anthropic_sse, function};
-use crate::support::{FAKE_KEY, Reply, Server};
+use crate::{agentloop, run_command};
+use support::turns::{anthropic_sse, function};
+use support::{FAKE_KEY, Reply, Server};
 
 const ROUNDS: usize = 60;
 
@@ -57,7 +57,7 @@ fn run(json_view: bool) -> (Option<i32>, String, String, Server) {
         args.push("--json");
     }
     args.push("run the sixty rounds");
-    let mut command = Command::new(example_binary("agent"));
+    let mut command = Command::new(agentloop());
     command
         .args(&args)
         .env_clear()

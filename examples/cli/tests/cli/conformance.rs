@@ -9,10 +9,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::agent_cli::{example_binary, run_command};
-use crate::support::providers::{GEMINI_KEY, OPENAI_KEY};
-use crate::support::turns;
-use crate::support::{FAKE_KEY, Reply, Server, conformance};
+use crate::{agentloop, run_command};
+use support::providers::{GEMINI_KEY, OPENAI_KEY};
+use support::turns;
+use support::{FAKE_KEY, Reply, Server, conformance};
 
 /// A corpus folder, the CLI provider that speaks its format, and how to answer later calls.
 struct Folder {
@@ -95,7 +95,7 @@ fn events_for(folder: &Folder, first: Reply, extra: &[&str]) -> Vec<Value> {
     let server = Server::start(replies);
     let work = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut command = std::process::Command::new(example_binary("agent"));
+    let mut command = std::process::Command::new(agentloop());
     command
         .args(["--json", "--max-rounds", "2", "--provider", folder.provider])
         .args(extra)

@@ -8,15 +8,15 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::agent_cli::{Ran, example_binary, run_command};
-use crate::support::turns::{anthropic_sse, function};
-use crate::support::{FAKE_KEY, Reply, Server};
+use crate::{Ran, agentloop, run_command};
+use support::turns::{anthropic_sse, function};
+use support::{FAKE_KEY, Reply, Server};
 
 fn run_with_hooks(server: &Server, work: &Path, hooks: &Value, prompt: &str) -> Ran {
     let file = work.join("hooks.json");
     std::fs::write(&file, hooks.to_string()).unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut command = Command::new(example_binary("agent"));
+    let mut command = Command::new(agentloop());
     command
         .args([
             "--provider",

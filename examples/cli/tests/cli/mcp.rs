@@ -6,10 +6,11 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::real::npm_bin;
-use crate::agent_cli::{example_binary, run_command};
-use crate::support::turns::{anthropic_sse, function};
-use crate::support::{FAKE_KEY, Reply, Server};
+use support::ci::npm_bin;
+
+use crate::{agentloop, run_command};
+use support::turns::{anthropic_sse, function};
+use support::{FAKE_KEY, Reply, Server};
 
 #[test]
 fn the_cli_offers_calls_and_returns_a_server_everything_tool() {
@@ -36,7 +37,7 @@ fn the_cli_offers_calls_and_returns_a_server_everything_tool() {
     }}});
     std::fs::write(&config, file.to_string()).unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut command = Command::new(example_binary("agent"));
+    let mut command = Command::new(agentloop());
     command
         .args([
             "--provider",

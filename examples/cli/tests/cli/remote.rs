@@ -7,10 +7,11 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use super::{Sshd, server_binary};
-use crate::agent_cli::{example_binary, run_command};
-use crate::support::turns::{self, function};
-use crate::support::{FAKE_KEY, Reply, Server};
+use support::sshd::Sshd;
+
+use crate::{agentloop, exec_server, run_command};
+use support::turns::{self, function};
+use support::{FAKE_KEY, Reply, Server};
 
 fn replies() -> Vec<Reply> {
     let call = |id: &str, name: &str, args| turns::anthropic_sse("", &[function(id, name, args)]);
@@ -27,7 +28,7 @@ fn replies() -> Vec<Reply> {
 
 fn agent(server: &Server, remote_args: &[String]) -> Command {
     let home = std::env::temp_dir();
-    let mut command = Command::new(example_binary("agent"));
+    let mut command = Command::new(agentloop());
     command
         .args(["--provider", "anthropic", "--base-url", &server.url()])
         .args(remote_args)
@@ -48,7 +49,7 @@ fn completes_through(transport: String) {
         "--remote-command".to_string(),
         format!("{transport} env -C {dir}"),
         "--remote-server".to_string(),
-        server_binary().display().to_string(),
+        exec_server().display().to_string(),
     ];
     let ran = run_command(agent(&server, &args), "");
     let output = ran.all_output();

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agent_cli::{Wire, agent, exit_within, kinds, run_agent, run_command};
-use crate::support::providers::OPENAI_KEY;
-use crate::support::{FAKE_KEY, GENEROUS, Reply, Server};
+use crate::{Wire, agent, agentloop, exit_within, kinds, run_agent, run_command};
+use support::providers::OPENAI_KEY;
+use support::{FAKE_KEY, GENEROUS, Reply, Server};
 
 #[test]
 fn a_prompt_without_a_configured_provider_exits_2_and_says_how_to_configure_one() {
@@ -583,7 +583,7 @@ fn with_stdin_and_stderr_closed_the_demo_still_runs_to_its_end() {
     let mut command = std::process::Command::new("/bin/bash");
     command
         .args(["-c", "exec 0<&- 2>&-; exec \"$0\" --json"])
-        .arg(crate::agent_cli::example_binary("agent"))
+        .arg(agentloop())
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home.path());

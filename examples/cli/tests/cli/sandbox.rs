@@ -3,10 +3,10 @@
 
 use std::process::Command;
 
-use crate::agent_cli::{example_binary, run_command};
+use crate::{agentloop, run_command};
 
 fn agent(args: &[&str], home: &std::path::Path) -> Command {
-    let mut command = Command::new(example_binary("agent"));
+    let mut command = Command::new(agentloop());
     command
         .args(args)
         .env_clear()

@@ -1,188 +1,18 @@
-//! The `agent` example binary, run as a user runs it: the offline demo with no keys, the
-//! `--json` event stream, the three-round task against the loopback server in each wire
-//! format, exit statuses, and Ctrl-C.
-//!
-//! `cargo test` builds the examples before running this binary; the tests find the agent
-//! at `target/<profile>/examples/agent`, beside this test binary's `deps/` directory.
+//! A task end to end, run as a user runs it: the offline demo with no keys, the `--json`
+//! event stream, the three-round task against the loopback server in each wire format,
+//! the provider chosen from the keys found, exit statuses, Ctrl-C, and options taking
+//! effect.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::providers::{GEMINI_KEY, OPENAI_KEY};
-use crate::support::turns::{self, function};
-use crate::support::{FAKE_KEY, GENEROUS, Reply, Server};
+use support::providers::{GEMINI_KEY, OPENAI_KEY};
+use support::{FAKE_KEY, GENEROUS, Reply, Server};
 
-/// A wire format the loopback server speaks to the agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wire {
-    Anthropic,
-    OpenAi,
-    OpenAiChat,
-    Gemini,
-}
-
-impl Wire {
-    /// The request path the provider posts to, up to the model or the query string.
-    fn path_prefix(self) -> &'static str {
-        match self {
-            Wire::Anthropic => "/v1/messages",
-            Wire::OpenAi => "/v1/responses",
-            Wire::OpenAiChat => "/v1/chat/completions",
-            Wire::Gemini => "/v1beta/models/",
-        }
-    }
-
-    /// One streamed answer: optional text, then function calls `(id, name, arguments)`.
-    pub(crate) fn turn(self, text: &str, calls: &[(&str, &str, Value)]) -> String {
-        let calls: Vec<turns::Call> = calls
-            .iter()
-            .map(|(id, name, args)| function(id, name, args.clone()))
-            .collect();
-        match self {
-            Wire::Anthropic => turns::anthropic_sse(text, &calls),
-            Wire::OpenAi => turns::responses_sse(text, &calls),
-            Wire::OpenAiChat => turns::chat_sse(text, &calls),
-            Wire::Gemini => turns::gemini_sse(text, &calls),
-        }
-    }
-}
-
-// The CLI's option parser, compiled here so that its unit tests run with the suite.
-#[allow(dead_code)]
-#[path = "../../examples/agent/args.rs"]
-mod args;
-
-/// The example `name` as built by `cargo test` (which builds every example).
-pub fn example_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps");
-    let binary = profile_dir.join("examples").join(name);
-    assert!(
-        binary.is_file(),
-        "{} is missing: `cargo test` builds it; after a filtered build run \
-         `cargo build --examples`",
-        binary.display()
-    );
-    binary
-}
-
-fn agent_binary() -> PathBuf {
-    example_binary("agent")
-}
-
-/// How a run of an example ended.
-pub struct Ran {
-    pub status: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Ran {
-    pub(crate) fn events(&self) -> Vec<Value> {
-        self.stdout
-            .lines()
-            .enumerate()
-            .map(|(n, line)| {
-                serde_json::from_str(line)
-                    .unwrap_or_else(|e| panic!("stdout line {} is not JSON ({e}): {line}", n + 1))
-            })
-            .collect()
-    }
-
-    pub fn all_output(&self) -> String {
-        format!("{}{}", self.stdout, self.stderr)
-    }
-}
-
-/// A command for the agent with a clean environment: `PATH`, a fresh `HOME`, and `vars`.
-pub(crate) fn agent(args: &[&str], vars: &[(&str, &str)], home: &Path) -> Command {
-    let mut command = Command::new(agent_binary());
-    command
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .envs(vars.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
-
-/// Runs the agent to its end with `stdin` as input (see [`run_command`]).
-pub(crate) fn run_agent(args: &[&str], vars: &[(&str, &str)], stdin: &str) -> Ran {
-    let home = tempfile::tempdir().unwrap();
-    run_command(agent(args, vars, home.path()), stdin)
-}
-
-/// Runs `wait` (a child's `wait` or `wait_with_output`) on a named thread and returns
-/// what it gave; panics with `what` if it takes longer than [`GENEROUS`].
-pub fn exit_within<T: Send + 'static>(
-    what: &str,
-    wait: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-) -> T {
-    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
-    let waiter = std::thread::Builder::new()
-        .name("agent-cli-wait".to_string())
-        .spawn(move || {
-            let _ = done_tx.send(wait());
-        })
-        .unwrap();
-    let exited = done_rx
-        .recv_timeout(GENEROUS)
-        .unwrap_or_else(|_| panic!("{what}: no exit within {GENEROUS:?}"))
-        .unwrap();
-    waiter.join().unwrap();
-    exited
-}
-
-/// Runs `command` to its end with piped output and `stdin` as input; panics if it takes
-/// longer than [`GENEROUS`] (after killing it).
-pub fn run_command(mut command: Command, stdin: &str) -> Ran {
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("spawn the example");
-    let pid = child.id();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).unwrap();
-    drop(input);
-    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
-    let waiter = std::thread::Builder::new()
-        .name("example-wait".to_string())
-        .spawn(move || {
-            let output = child.wait_with_output();
-            let _ = done_tx.send(output);
-        })
-        .unwrap();
-    let output = match done_rx.recv_timeout(GENEROUS) {
-        Ok(output) => output.expect("wait for the example"),
-        Err(_) => {
-            // SAFETY: the pid is our child's, not yet reaped (the waiter still waits).
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            let _ = waiter.join();
-            panic!("{command:?} did not finish within {GENEROUS:?}");
-        }
-    };
-    waiter.join().unwrap();
-    Ran {
-        status: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-pub(crate) fn kinds(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["kind"].as_str().unwrap()).collect()
-}
+use crate::{Wire, agent, exit_within, kinds, run_agent};
 
 #[test]
 fn the_offline_demo_without_api_keys_completes_its_task_and_exits_0() {
@@ -299,7 +129,7 @@ fn provider_args(
     match wire {
         Wire::Anthropic => ("anthropic", server.url(), "ANTHROPIC_API_KEY", FAKE_KEY),
         // A --base-url that is not OpenAI's gets OPENAI_COMPATIBLE_API_KEY, never
-        // OPENAI_API_KEY unless asked (agent_cli_firsthour.rs).
+        // OPENAI_API_KEY unless asked (robustness.rs).
         Wire::OpenAi => (
             "openai",
             format!("{}/v1", server.url()),

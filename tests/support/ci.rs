@@ -1,0 +1,49 @@
+//! The external programs `.ci/run` installs under `target/ci/` of the repository (npm and
+//! pip packages, pinned there), found where the tests expect them. A missing one skips its
+//! test with a printed reason, or fails it under `AGENTLOOP_CI=1` (CI installs everything).
+
+use std::path::PathBuf;
+
+/// `target/ci` under the repository root, whatever `CARGO_TARGET_DIR` says.
+pub fn dir() -> PathBuf {
+    crate::repo_root().join("target/ci")
+}
+
+/// `path` when it exists; otherwise prints why the test is skipped and returns `None`,
+/// or fails when `AGENTLOOP_CI=1`.
+pub fn installed(path: PathBuf, what: &str) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path);
+    }
+    let reason = format!(
+        "{what} is not installed at {} (run `bash .ci/run` to install it)",
+        path.display()
+    );
+    if std::env::var("AGENTLOOP_CI").as_deref() == Ok("1") {
+        panic!("{reason}");
+    }
+    eprintln!("skipped: {reason}");
+    None
+}
+
+/// The installed npm package's launcher, `target/ci/node/node_modules/.bin/<bin>`
+/// (`AGENTLOOP_MCP_NODE` names another prefix).
+pub fn npm_bin(bin: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("AGENTLOOP_MCP_NODE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir().join("node"))
+        .join("node_modules/.bin")
+        .join(bin);
+    installed(path, bin)
+}
+
+/// A program of the MCP servers' venv, `target/ci/mcp-venv/bin/<bin>`
+/// (`AGENTLOOP_MCP_VENV` names another venv).
+pub fn venv_bin(bin: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("AGENTLOOP_MCP_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dir().join("mcp-venv"))
+        .join("bin")
+        .join(bin);
+    installed(path, bin)
+}
