@@ -1,13 +1,17 @@
-//! A format-agnostic checker that compares a decoded [`Response`] (or [`Error`]) with a
-//! recorded stream's `.expected.json` in `tests/data/conformance` (read in place, never
-//! copied or edited).
+//! The conformance checker, the one for every format and every path a stream takes (the
+//! live client, `decode_stream`, the CLI's events build on it): it compares a decoded
+//! [`Response`] (or [`Error`]) with a recorded stream's `.expected.json` in
+//! `tests/data/conformance` (read in place, never copied or edited), and replays each
+//! recorded stream through a public decoder at every split point ([`replay`]).
 //!
-//! What is compared, field by field (a field absent from the expected file is not checked):
+//! What is compared, field by field (a field absent from the expected file is not checked,
+//! except where said):
 //!
 //! * `text` — `Response::text()`, the concatenation of the text parts.
 //! * `tool_calls` — same count and order; `name`, parsed `arguments` (JSON equality), and
-//!   `id` unless the file says `null` (Gemini sends no ids; decoders make their own),
-//!   `item_id` and `kind` when present.
+//!   `id` unless the file says `null` (Gemini sends no ids; decoders make their own, which
+//!   must not be empty), `item_id` when present, and `kind` (a call without one must not be
+//!   a freeform `custom` call).
 //! * `reasoning` — `Response::reasoning()`: the non-redacted thinking parts joined with
 //!   `"\n\n"` (`null` means no reasoning text). The expected files join Anthropic thinking
 //!   blocks in block order and OpenAI Responses summary parts with `"\n\n"` (one thinking
@@ -15,7 +19,10 @@
 //!   deltas are concatenated with no separator: those decoders must accumulate consecutive
 //!   reasoning into one thinking part.
 //! * `finish_reason` — the raw value; `finish_reason_normalized` — the unified kind
-//!   (`stop`, `tool_calls`, `length`, `content_filter`, `other`).
+//!   (`stop`, `tool_calls`, `length`, `content_filter`, `other`); `incomplete_reason` — the
+//!   finish is `length` with the warning `incomplete: <reason>`.
+//! * `refusal` — `Response::refusal`, and a refusal also leaves the warning
+//!   `refusal: <text>`.
 //! * `usage` — each field present: `input_tokens`, `output_tokens`, `total_tokens`,
 //!   `reasoning_tokens`, `cache_read_tokens`, and `cache_creation_tokens` (our
 //!   `cache_write_tokens`); an expected number must be reported as exactly that number
@@ -23,17 +30,19 @@
 //! * `redacted_reasoning_blocks` — the number of redacted thinking parts;
 //!   `reasoning_signature_prefixes` — the signatures of the non-redacted thinking parts
 //!   start with these, in order; `block_types` (Anthropic) — the parts' kinds in order
-//!   (`text`, `thinking`, `redacted_thinking`, `tool_use`).
-//! * `error` — `status` (an in-stream error recorded with 200 may also report no status),
-//!   `retryable` against `Error::is_retryable()`, `message_contains` against the message,
-//!   `code`/`type` (the error's `code()` must equal one of those given), and
+//!   (`text`, `thinking`, `redacted_thinking`, `tool_use`); `thought_signatures` (Gemini)
+//!   — how many parts (text, call or thinking) carry a signature.
+//! * `error` — `status` (an in-stream error recorded with 200 reports no status),
+//!   `retryable` against `Error::is_retryable()` and `message_contains` against the message
+//!   (both required), the error's `code()` (equal to a string `code`; to a numeric `code`
+//!   or the `type`; to the `type`, or none, when there is no `code`), and
 //!   `retry_after_seconds` against `retry_after()`.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use agentloop::Error;
-use agentloop::llm::{ContentPart, FinishKind, Response};
+use agentloop::llm::{ContentPart, FinishKind, Response, StreamEvent, ToolKind};
+use agentloop::unstable::{SseEvent as Event, SseParser as Parser};
 use serde_json::Value;
 
 /// `tests/data/conformance`: the repository's copy of the recorded corpus, with its sources.
@@ -70,6 +79,15 @@ pub fn error_files(prefix: &str) -> Vec<PathBuf> {
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with(prefix))
         })
+        .collect()
+}
+
+/// The error bodies in `errors/` whose expected file's `provider` (the server that
+/// recorded them) `recorded_from` accepts.
+pub fn error_files_recorded_from(recorded_from: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    files("errors", ".json")
+        .into_iter()
+        .filter(|p| recorded_from(expected_for(p)["provider"].as_str().unwrap_or_default()))
         .collect()
 }
 
@@ -135,6 +153,30 @@ pub fn response_mismatches(expected: &Value, response: &Response) -> Vec<String>
             want,
             response.refusal.clone().map_or(Value::Null, Value::String),
         );
+        if let Some(refusal) = want.as_str() {
+            let warning = format!("refusal: {refusal}");
+            if !response.warnings.contains(&warning) {
+                diffs.push(format!(
+                    "warnings: no {warning:?} in {:?}",
+                    response.warnings
+                ));
+            }
+        }
+    }
+    if let Some(reason) = expected.get("incomplete_reason").and_then(Value::as_str) {
+        if response.finish_reason.reason != FinishKind::Length {
+            diffs.push(format!(
+                "incomplete_reason: the finish is {:?}, not length",
+                response.finish_reason.reason
+            ));
+        }
+        let warning = format!("incomplete: {reason}");
+        if !response.warnings.contains(&warning) {
+            diffs.push(format!(
+                "warnings: no {warning:?} in {:?}",
+                response.warnings
+            ));
+        }
     }
     if let Some(want) = expected.get("reasoning") {
         check(
@@ -202,13 +244,17 @@ pub fn response_mismatches(expected: &Value, response: &Response) -> Vec<String>
             ));
         } else {
             for (i, (want, got)) in want_calls.iter().zip(calls).enumerate() {
-                if let Some(id) = want.get("id").filter(|v| !v.is_null()) {
-                    check(
+                match want.get("id").filter(|v| !v.is_null()) {
+                    Some(id) => check(
                         &mut diffs,
                         &format!("tool_calls[{i}].id"),
                         id,
                         Value::from(got.id.as_str()),
-                    );
+                    ),
+                    None if got.id.is_empty() => {
+                        diffs.push(format!("tool_calls[{i}].id: a call without one gets one"));
+                    }
+                    None => {}
                 }
                 check(
                     &mut diffs,
@@ -230,13 +276,17 @@ pub fn response_mismatches(expected: &Value, response: &Response) -> Vec<String>
                         got.item_id.clone().map_or(Value::Null, Value::String),
                     );
                 }
-                if let Some(kind) = want.get("kind").filter(|v| !v.is_null()) {
-                    check(
+                match want.get("kind").filter(|v| !v.is_null()) {
+                    Some(kind) => check(
                         &mut diffs,
                         &format!("tool_calls[{i}].kind"),
                         kind,
                         serde_json::to_value(got.kind).expect("kind serialises"),
-                    );
+                    ),
+                    None if got.kind == ToolKind::Custom => {
+                        diffs.push(format!("tool_calls[{i}].kind: custom, none recorded"));
+                    }
+                    None => {}
                 }
             }
         }
@@ -279,6 +329,20 @@ pub fn response_mismatches(expected: &Value, response: &Response) -> Vec<String>
             }
         }
     }
+    if let Some(want) = expected.get("thought_signatures") {
+        let got = response
+            .message
+            .content
+            .iter()
+            .filter(|p| match p {
+                ContentPart::Text { signature, .. } => signature.is_some(),
+                ContentPart::ToolCall(call) => call.signature.is_some(),
+                ContentPart::Thinking(t) => t.signature.is_some(),
+                _ => false,
+            })
+            .count();
+        check(&mut diffs, "thought_signatures", want, Value::from(got));
+    }
     if let Some(want) = expected.get("block_types") {
         let got: Vec<Value> = response
             .message
@@ -301,53 +365,46 @@ pub fn error_mismatches(expected: &Value, err: &Error) -> Vec<String> {
         return vec![format!("expected a response, got the error {err:?}")];
     };
     if let Some(status) = want.get("status").and_then(Value::as_u64) {
-        let ok = match err.status() {
-            Some(got) => u64::from(got) == status,
-            None => status == 200,
-        };
-        if !ok {
+        // A 200 is an error inside the event stream: it has no HTTP status of its own.
+        let want_status = (status != 200).then_some(status);
+        if err.status().map(u64::from) != want_status {
             diffs.push(format!("status: expected {status}, got {:?}", err.status()));
         }
     }
-    if let Some(retryable) = want.get("retryable").and_then(Value::as_bool) {
-        if err.is_retryable() != retryable {
-            diffs.push(format!(
-                "retryable: expected {retryable}, got {} (kind {:?})",
-                err.is_retryable(),
-                err.kind()
-            ));
-        }
+    match want.get("retryable").and_then(Value::as_bool) {
+        Some(retryable) if err.is_retryable() != retryable => diffs.push(format!(
+            "retryable: expected {retryable}, got {} (kind {:?})",
+            err.is_retryable(),
+            err.kind()
+        )),
+        Some(_) => {}
+        None => diffs.push("the expected error has no `retryable`".to_string()),
     }
-    if let Some(needle) = want.get("message_contains").and_then(Value::as_str) {
-        if !err.message().contains(needle) {
-            diffs.push(format!(
-                "message: expected it to contain {needle:?}, got {:?}",
-                err.message()
-            ));
-        }
+    match want.get("message_contains").and_then(Value::as_str) {
+        Some(needle) if !err.message().contains(needle) => diffs.push(format!(
+            "message: expected it to contain {needle:?}, got {:?}",
+            err.message()
+        )),
+        Some(_) => {}
+        None => diffs.push("the expected error has no `message_contains`".to_string()),
     }
-    let text = |v: &Value| match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
+    let want_type = want.get("type").and_then(Value::as_str);
+    let code = err.code();
+    let code_ok = match want.get("code").filter(|c| !c.is_null()) {
+        Some(Value::String(c)) => code == Some(c.as_str()),
+        Some(Value::Number(n)) => code == Some(n.to_string().as_str()) || code == want_type,
+        _ => code == want_type,
     };
-    let codes: Vec<String> = ["code", "type"]
-        .iter()
-        .filter_map(|k| want.get(*k).and_then(text))
-        .collect();
-    if !codes.is_empty() && !err.code().is_some_and(|c| codes.iter().any(|w| w == c)) {
+    if !code_ok {
         diffs.push(format!(
-            "code: expected one of {codes:?}, got {:?}",
-            err.code()
+            "code: expected {:?} (type {want_type:?}), got {code:?}",
+            want.get("code")
         ));
     }
     if let Some(secs) = want.get("retry_after_seconds").and_then(Value::as_f64) {
-        let want = Duration::from_secs_f64(secs);
-        if err.retry_after() != Some(want) {
-            diffs.push(format!(
-                "retry_after: expected {want:?}, got {:?}",
-                err.retry_after()
-            ));
+        let got = err.retry_after().map(|d| d.as_secs_f64());
+        if !got.is_some_and(|g| (g - secs).abs() < 1e-6) {
+            diffs.push(format!("retry_after: expected {secs} s, got {got:?}"));
         }
     }
     diffs
@@ -381,4 +438,81 @@ pub fn assert_error(capture: &Path, how: &str, err: &Error) {
         capture.display(),
         diffs.join("\n  ")
     );
+}
+
+/// The split points [`replay`] tries: every one for bodies up to 4 KiB; for larger bodies
+/// every point in the first and last 128 bytes and 256 more spread evenly between.
+pub fn split_points(len: usize) -> Vec<usize> {
+    if len <= 4 * 1024 {
+        return (0..=len).collect();
+    }
+    let mut points: Vec<usize> = (0..128).collect();
+    let stride = (len - 256) / 256;
+    points.extend((128..len - 128).step_by(stride.max(1)));
+    points.extend(len - 128..=len);
+    points
+}
+
+/// The events the public SSE parser gives for `body` read in `reads`.
+fn parse_in(reads: &[&[u8]]) -> Vec<Event> {
+    let mut parser = Parser::new();
+    let mut events = Vec::new();
+    for read in reads {
+        parser.feed(read, &mut events);
+    }
+    parser.finish(&mut events);
+    events
+}
+
+/// Replays a recorded stream through a format's public decoder (`decode_stream`: the SSE
+/// parser, then the format's decoder over each event) whole, one byte per read, and in two
+/// reads at every one of [`split_points`], and checks the result against the capture's
+/// `.expected.json`. Returns the decoded result.
+///
+/// A read boundary reaches the decoder only through the parser, which hands it whole
+/// events: so the decoder's result at a split is its result for the events the parser gave
+/// there, and each split is checked by asserting that those events are exactly the whole
+/// body's (every split point here; every split of every capture, in windows, in
+/// `tests/it/llm/sse.rs`), with the whole body's decoding checked against the expected
+/// file once. The deltas a stream shows on the way are checked on the live client's
+/// events ([`streamed_text_and_reasoning`]).
+pub fn replay(
+    capture: &Path,
+    decode_stream: fn(&[u8]) -> agentloop::Result<Response>,
+) -> agentloop::Result<Response> {
+    let body = std::fs::read(capture).expect("read the capture");
+    let decoded = decode_stream(&body);
+    match &decoded {
+        Ok(response) => assert_response(capture, "decode_stream", response),
+        Err(err) => assert_error(capture, "decode_stream", err),
+    }
+    let whole = parse_in(&[&body]);
+    let bytes: Vec<&[u8]> = body.chunks(1).collect();
+    assert!(
+        parse_in(&bytes) == whole,
+        "{}: the events differ read one byte at a time",
+        capture.display()
+    );
+    for at in split_points(body.len()) {
+        assert!(
+            parse_in(&[&body[..at], &body[at..]]) == whole,
+            "{}: the events differ when the body is split at byte {at}",
+            capture.display()
+        );
+    }
+    decoded
+}
+
+/// The concatenated text and reasoning deltas of a stream's events.
+pub fn streamed_text_and_reasoning(events: &[StreamEvent]) -> (String, String) {
+    let mut text = String::new();
+    let mut reasoning = String::new();
+    for event in events {
+        match event {
+            StreamEvent::TextDelta { delta, .. } => text.push_str(delta),
+            StreamEvent::ReasoningDelta { delta } => reasoning.push_str(delta),
+            _ => {}
+        }
+    }
+    (text, reasoning)
 }

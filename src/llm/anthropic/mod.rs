@@ -212,13 +212,4 @@ pub(crate) fn decode_stream(body: &[u8]) -> Result<crate::llm::Response> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn debug_hides_the_key() {
-        let shown = format!("{:?}", Anthropic::new("sk-ant-secret-key-123"));
-        assert!(!shown.contains("secret"), "{shown}");
-        assert!(shown.contains("[REDACTED]"));
-    }
-}
+mod tests;

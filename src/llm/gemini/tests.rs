@@ -1,5 +1,6 @@
-//! Unit tests of the Gemini format: every capture, signatures, errors, request bodies and
-//! the schema subset.
+//! Unit tests of the Gemini format: stream edge cases in inline bodies, errors, request
+//! bodies and the schema subset. The recorded corpus is replayed through the public decoder
+//! in `tests/it/llm/gemini.rs`.
 
 use serde_json::{Value, json};
 
@@ -13,63 +14,6 @@ use crate::llm::{
 
 fn decoder() -> Box<dyn Decoder> {
     Box::new(GeminiDecoder::new())
-}
-
-fn signature_count(response: &Response) -> usize {
-    response
-        .message
-        .content
-        .iter()
-        .filter(|p| match p {
-            ContentPart::Text { signature, .. } => signature.is_some(),
-            ContentPart::ToolCall(call) => call.signature.is_some(),
-            ContentPart::Thinking(t) => t.signature.is_some(),
-            _ => false,
-        })
-        .count()
-}
-
-#[test]
-fn every_gemini_capture_decodes_to_its_expected_result_whole_split_and_bytewise() {
-    for (path, body, expected) in cases("gemini", "sse") {
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        assert!(
-            body.windows(2).any(|w| w == b"\r\n"),
-            "{name} is CRLF-framed"
-        );
-        let whole = check_capture(&name, &body, &expected, decoder, |_, _, _| {});
-        let response = whole.result.as_ref().unwrap();
-        assert_eq!(
-            signature_count(response) as u64,
-            expected["thought_signatures"].as_u64().unwrap(),
-            "{name}: parts with a thought signature"
-        );
-    }
-}
-
-#[test]
-fn error_bodies_of_the_gemini_api_classify_as_recorded() {
-    let seen = check_recorded_errors(&Gemini::new("AIza-test"), |from| from == "gemini");
-    assert_eq!(seen, 3);
-}
-
-#[test]
-fn an_invalid_key_is_an_authentication_error_and_quota_429_is_a_rate_limit() {
-    let read =
-        |name: &str| std::fs::read_to_string(conformance_dir().join("errors").join(name)).unwrap();
-    let provider = Gemini::new("AIza-test");
-    let err = provider.classify_error(400, &[], &read("gemini_400_api_key_invalid_stream.json"));
-    assert_eq!(err.kind(), ErrorKind::Authentication);
-    let err = provider.classify_error(429, &[], &read("gemini_429_resource_exhausted.json"));
-    assert_eq!(err.kind(), ErrorKind::RateLimited);
-    assert_eq!(err.retry_after(), Some(Duration::from_secs_f64(34.4)));
-    let headers = vec![("retry-after".to_string(), "3".to_string())];
-    let err = provider.classify_error(429, &headers, &read("gemini_429_resource_exhausted.json"));
-    assert_eq!(
-        err.retry_after(),
-        Some(Duration::from_secs(3)),
-        "the header wins"
-    );
 }
 
 #[test]
@@ -170,87 +114,9 @@ fn a_thinking_only_stream_cut_by_max_tokens_gives_empty_text_reasoning_and_lengt
     assert_eq!(response.usage.reasoning_tokens, Some(50));
 }
 
-#[test]
-fn function_calls_get_unique_ids_across_streams() {
-    let body = std::fs::read(conformance_dir().join("gemini/function_call_parallel.sse")).unwrap();
-    let one = decode_stream(&body).unwrap();
-    let two = decode_stream(&body).unwrap();
-    let mut ids: Vec<String> = one
-        .tool_calls()
-        .into_iter()
-        .chain(two.tool_calls())
-        .map(|c| c.id.clone())
-        .collect();
-    assert!(ids.iter().all(|id| id.starts_with("call_")));
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), 4);
-    assert_eq!(one.finish_reason.reason, FinishKind::ToolCalls);
-}
-
 fn body_of(request: &Request) -> Value {
     let http = Gemini::new("k").build_request(request).unwrap();
     serde_json::from_slice(&http.body).unwrap()
-}
-
-#[test]
-fn signatures_go_back_on_the_parts_they_came_on() {
-    // A function call signed by Gemini 3, answered, then sent back.
-    let body =
-        std::fs::read(conformance_dir().join("gemini/function_call_thought_signature_gemini3.sse"))
-            .unwrap();
-    let response = decode_stream(&body).unwrap();
-    let call = response.tool_calls()[0].clone();
-    let signature = call.signature.clone().expect("the call is signed");
-    let result = ToolResult::for_call(&call, "France", false);
-    let request = Request::new(
-        "gemini-3-pro-preview",
-        vec![
-            Message::user("where?"),
-            response.message.clone(),
-            Message::tool_result(result),
-        ],
-    );
-    let sent = body_of(&request);
-    assert_eq!(
-        sent["contents"][1],
-        json!({"role": "model", "parts": [
-            {"functionCall": {"name": "get_country", "args": {}}, "thoughtSignature": signature}
-        ]})
-    );
-    assert_eq!(
-        sent["contents"][2],
-        json!({"role": "user", "parts": [
-            {"functionResponse": {"name": "get_country", "response": {"result": "France"}}}
-        ]})
-    );
-
-    // A signature on a trailing empty text part goes back as an empty signed text part.
-    let body = std::fs::read(
-        conformance_dir().join("gemini/gemini3_thinking_signature_in_empty_part.sse"),
-    )
-    .unwrap();
-    let response = decode_stream(&body).unwrap();
-    let request = Request::new(
-        "gemini-3-pro-preview",
-        vec![Message::user("q"), response.message.clone()],
-    );
-    let sent = body_of(&request);
-    let parts = sent["contents"][1]["parts"].as_array().unwrap();
-    let last = parts.last().unwrap();
-    assert_eq!(last["text"], "");
-    assert!(
-        last["thoughtSignature"]
-            .as_str()
-            .unwrap()
-            .starts_with("EtQJ")
-    );
-    assert_eq!(
-        parts.len(),
-        2,
-        "unsigned thoughts are not sent back: {parts:?}"
-    );
-    assert_eq!(parts[0]["text"], response.text());
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! Unit tests of the Chat Completions format: every capture, server quirks, malformed
-//! input, request bodies.
+//! Unit tests of the Chat Completions format: server quirks and stream edge cases in
+//! inline bodies, malformed input, request bodies. The recorded corpus is replayed through
+//! the public decoder in `tests/it/llm/openai_chat.rs`.
 
 use serde_json::{Value, json};
 
@@ -10,43 +11,6 @@ use crate::llm::{FinishKind, FinishReason, ImageData, ToolCall, ToolDefinition, 
 
 fn decoder() -> Box<dyn Decoder> {
     Box::new(ChatDecoder::new("openai-chat"))
-}
-
-#[test]
-fn every_chat_capture_decodes_to_its_expected_result_whole_split_and_bytewise() {
-    for (path, body, expected) in cases("openai-chat", "sse") {
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let whole = check_capture(&name, &body, &expected, decoder, |_, _, _| {});
-        // Before an in-stream error, the reasoning already streamed is what was recorded.
-        if let (Err(_), Some(reasoning)) = (&whole.result, expected["reasoning"].as_str()) {
-            let (text, streamed) = streamed_text_and_reasoning(&whole.events);
-            assert_eq!(streamed, reasoning, "{name}: reasoning before the error");
-            assert_eq!(
-                text,
-                expected["text"].as_str().unwrap(),
-                "{name}: text before the error"
-            );
-        }
-    }
-}
-
-#[test]
-fn error_bodies_of_chat_servers_classify_as_recorded() {
-    let provider = OpenAiChat::compatible("http://127.0.0.1:1/v1").with_api_key("sk-test");
-    let seen = check_recorded_errors(&provider, |from| {
-        from == "openai-chat" || from.contains("openai-chat compatible")
-    });
-    assert_eq!(seen, 3);
-}
-
-#[test]
-fn llama_cpp_context_overflow_is_a_context_length_error() {
-    let body = std::fs::read_to_string(
-        conformance_dir().join("errors/llamacpp_400_exceed_context_size.json"),
-    )
-    .unwrap();
-    let err = OpenAiChat::compatible("http://127.0.0.1:8080").classify_error(400, &[], &body);
-    assert_eq!(err.kind(), ErrorKind::ContextLength);
 }
 
 #[test]

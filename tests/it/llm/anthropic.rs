@@ -1,7 +1,7 @@
-//! The Anthropic Messages adapter against recorded streams and a loopback server.
+//! The Anthropic Messages adapter against recorded streams and a loopback server. Its
+//! decoder's edge cases in inline bodies are unit tests (`src/llm/anthropic/tests.rs`).
 
-use agentloop::ErrorKind;
-use agentloop::llm::{FinishKind, Message, Request, StreamEvent, ToolDefinition, ToolResult};
+use agentloop::llm::{Message, Request, ToolDefinition, ToolResult};
 use agentloop::unstable::{SseParser as Parser, decode_anthropic_stream as decode_stream};
 use serde_json::{Value, json};
 
@@ -23,6 +23,13 @@ fn every_capture_decodes_to_its_expected_result_whole_and_byte_by_byte() {
             decode_stream,
             conformance::assert_response,
         );
+    }
+}
+
+#[test]
+fn every_capture_decodes_to_its_expected_result_whole_split_and_bytewise() {
+    for capture in conformance::sse_files("anthropic") {
+        let _decoded = conformance::replay(&capture, decode_stream);
     }
 }
 
@@ -266,98 +273,4 @@ fn the_same_request_serialises_to_the_same_bytes_and_auto_cache_can_be_turned_of
     assert!(!sent[2].body_text().contains("cache_control"));
     assert_eq!(sent[2].header("anthropic-beta"), None);
     assert!(sent[2].json().get("auto_cache").is_none());
-}
-
-#[test]
-fn an_overloaded_error_event_after_output_is_a_retryable_server_error_item() {
-    let body = std::fs::read(capture("text_basic.sse")).unwrap();
-    let cut = body
-        .windows(2)
-        .enumerate()
-        .filter(|(_, w)| *w == b"\n\n")
-        .nth(2)
-        .unwrap()
-        .0
-        + 2;
-    let mut stream_body = body[..cut].to_vec();
-    stream_body.extend_from_slice(
-        b"event: error\ndata: {\"type\":\"error\",\"error\":{\"details\":null,\"type\":\"overloaded_error\",\"message\":\"Overloaded\"},\"request_id\":\"req_1\"}\n\n",
-    );
-    let server = Server::start(vec![Reply::sse(stream_body), Reply::sse(body)]);
-    let items: Vec<_> = support::anthropic_client(&server)
-        .stream(&request())
-        .unwrap()
-        .collect();
-    let err = items.last().unwrap().as_ref().unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Server);
-    assert!(err.is_retryable());
-    assert_eq!(err.code(), Some("overloaded_error"));
-    assert_eq!(err.message(), "Overloaded");
-    assert_eq!(items.iter().filter(|i| i.is_ok()).count(), 3);
-    assert_eq!(server.requests().len(), 1);
-}
-
-#[test]
-fn a_body_that_ends_before_message_stop_is_a_stream_error() {
-    let body = std::fs::read(capture("text_basic.sse")).unwrap();
-    let cut =
-        body.len() - "event: message_stop\ndata: {\"type\":\"message_stop\"         }\n\n".len();
-    assert!(body[cut..].starts_with(b"event: message_stop"));
-    let server = Server::start(vec![Reply::sse(body[..cut].to_vec())]);
-    let err = support::anthropic_client(&server)
-        .complete(&request())
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Stream);
-    assert!(err.message().contains("message_stop"), "{err}");
-}
-
-#[test]
-fn stream_events_come_in_the_documented_order_for_parallel_tool_calls() {
-    let server = Server::start(vec![
-        Reply::sse_file(capture("tool_use_parallel_with_text.sse")).chunk(5),
-    ]);
-    let events: Vec<StreamEvent> = support::anthropic_client(&server)
-        .stream(&request())
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert!(matches!(
-        events.first(),
-        Some(StreamEvent::StreamStart {
-            id: Some(_),
-            model: Some(_)
-        })
-    ));
-    let Some(StreamEvent::Finish {
-        response,
-        finish_reason,
-        ..
-    }) = events.last()
-    else {
-        panic!("the last event is not Finish");
-    };
-    assert_eq!(finish_reason.reason, FinishKind::ToolCalls);
-    let text: String = events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::TextDelta { delta, .. } => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(text, response.text());
-    let mut open: Vec<String> = Vec::new();
-    let mut ended = Vec::new();
-    for event in &events {
-        match event {
-            StreamEvent::ToolCallStart { id, .. } => open.push(id.clone()),
-            StreamEvent::ToolCallDelta { id, .. } => assert!(open.contains(id)),
-            StreamEvent::ToolCallEnd { tool_call } => {
-                assert!(open.contains(&tool_call.id));
-                ended.push(tool_call.clone());
-            }
-            _ => {}
-        }
-    }
-    let calls: Vec<_> = response.tool_calls().into_iter().cloned().collect();
-    assert_eq!(ended, calls);
 }

@@ -320,6 +320,30 @@ fn an_overloaded_error_right_after_message_start_is_retried() {
 }
 
 #[test]
+fn an_overloaded_error_event_after_output_ends_the_stream_and_is_not_retried() {
+    // The decoder's side (a retryable server error after the text began) is a unit test of
+    // the Messages format; this is the client's: after output, the error is the stream's
+    // last item and the request is not sent again.
+    let body = text_basic();
+    let mut first = body[..after_events(&body, 3)].to_vec();
+    first.extend_from_slice(
+        b"event: error\ndata: {\"type\":\"error\",\"error\":{\"details\":null,\"type\":\"overloaded_error\",\"message\":\"Overloaded\"},\"request_id\":\"req_1\"}\n\n",
+    );
+    let server = Server::start(vec![Reply::sse(first), Reply::sse(body)]);
+    let items: Vec<_> = support::anthropic_client(&server)
+        .stream(&request())
+        .unwrap()
+        .collect();
+    let err = items.last().unwrap().as_ref().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Server);
+    assert!(err.is_retryable());
+    assert_eq!(err.code(), Some("overloaded_error"));
+    assert_eq!(err.message(), "Overloaded");
+    assert_eq!(items.iter().filter(|i| i.is_ok()).count(), 3);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
 fn the_retry_observer_sees_each_retry_with_its_error_and_delay() {
     use std::sync::{Arc, Mutex};
     let server = Server::start(vec![

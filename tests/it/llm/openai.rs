@@ -1,6 +1,6 @@
 //! The OpenAI Responses format against recorded streams and a loopback server.
 
-use agentloop::llm::{Client, Message, Request, StreamEvent};
+use agentloop::llm::{Client, ContentPart, Message, Request, RetryPolicy, StreamEvent};
 use agentloop::unstable::decode_openai_stream as decode_stream;
 
 use crate::llm::wire;
@@ -82,4 +82,77 @@ fn a_custom_tool_call_streams_its_raw_input_as_deltas() {
     assert_eq!(deltas, "SELECT * FROM users WHERE age > 25");
     assert!(events.iter().any(|e| matches!(e,
         StreamEvent::ToolCallEnd { tool_call } if tool_call.arguments == "SELECT * FROM users WHERE age > 25")));
+}
+
+/// The events the client streams for `capture`, served whole; the stream's error last.
+fn streamed(capture: &std::path::Path) -> (Vec<StreamEvent>, Option<agentloop::Error>) {
+    let server = Server::start(vec![Reply::sse_file(capture)]);
+    let client = client(&server).with_retry_policy(RetryPolicy::none());
+    let mut events = Vec::new();
+    for item in client.stream(&wire::request()).unwrap() {
+        match item {
+            Ok(event) => events.push(event),
+            Err(err) => return (events, Some(err)),
+        }
+    }
+    (events, None)
+}
+
+#[test]
+fn every_responses_capture_decodes_to_its_expected_result_whole_split_and_bytewise() {
+    for capture in conformance::sse_files("openai-responses") {
+        let decoded = conformance::replay(&capture, decode_stream);
+        // The deltas a UI shows add up to the response's text.
+        if let Ok(response) = &decoded {
+            let (events, _) = streamed(&capture);
+            let (text, _) = conformance::streamed_text_and_reasoning(&events);
+            assert_eq!(
+                text,
+                response.text(),
+                "{}: streamed text",
+                capture.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn reasoning_items_keep_their_id_summary_parts_and_stream_order() {
+    let capture = wire::capture("openai-responses/reasoning_summary_then_text.sse");
+    let response = decode_stream(&std::fs::read(&capture).unwrap()).unwrap();
+    match &response.message.content[0] {
+        ContentPart::Thinking(t) => {
+            assert_eq!(
+                t.id.as_deref(),
+                Some("rs_0a1097cbfef27a8c00696afa2459008196a08a4261aba00f56")
+            );
+            assert_eq!(
+                t.text.matches("\n\n**").count(),
+                2,
+                "three parts joined by blank lines"
+            );
+        }
+        other => panic!("reasoning first, got {other:?}"),
+    }
+    assert!(matches!(&response.message.content[1], ContentPart::Text { text, .. } if text == "3"));
+    let (events, error) = streamed(&capture);
+    assert!(error.is_none(), "{error:?}");
+    let (_, reasoning) = conformance::streamed_text_and_reasoning(&events);
+    assert_eq!(
+        Some(reasoning),
+        response.reasoning(),
+        "reasoning deltas include the separators"
+    );
+    let starts = events
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::ReasoningStart))
+        .count();
+    assert_eq!(starts, 1);
+}
+
+#[test]
+fn error_bodies_of_the_responses_api_classify_as_recorded() {
+    let captures = conformance::error_files_recorded_from(|from| from == "openai-responses");
+    assert_eq!(captures.len(), 2, "captures: {captures:?}");
+    served::assert_served_errors(&captures, &wire::request(), client);
 }

@@ -1,8 +1,9 @@
 //! The Chat Completions format against recorded streams (OpenAI, Ollama, llama.cpp,
 //! DeepSeek, OpenRouter, Groq) and a loopback server.
 
+use agentloop::ErrorKind;
 use agentloop::llm::openai_chat::OpenAiChat;
-use agentloop::llm::{Client, Message, Request};
+use agentloop::llm::{Client, Message, Request, RetryPolicy};
 use agentloop::unstable::decode_openai_chat_stream as decode_stream;
 
 use crate::llm::wire;
@@ -87,4 +88,52 @@ fn several_compatible_servers_are_told_apart_by_id() {
     );
     assert_eq!(a.requests().len(), 0);
     assert_eq!(b.requests().len(), 1);
+}
+
+#[test]
+fn every_chat_capture_decodes_to_its_expected_result_whole_split_and_bytewise() {
+    for capture in conformance::sse_files("openai-chat") {
+        let decoded = conformance::replay(&capture, decode_stream);
+        // Before an in-stream error, the reasoning already streamed is what was recorded.
+        let expected = conformance::expected_for(&capture);
+        if let (Err(_), Some(reasoning)) = (&decoded, expected["reasoning"].as_str()) {
+            let server = Server::start(vec![Reply::sse_file(&capture)]);
+            let events: Vec<_> = client(&server)
+                .with_retry_policy(RetryPolicy::none())
+                .stream(&wire::request())
+                .unwrap()
+                .map_while(Result::ok)
+                .collect();
+            let (text, streamed) = conformance::streamed_text_and_reasoning(&events);
+            let name = capture.display();
+            assert_eq!(streamed, reasoning, "{name}: reasoning before the error");
+            assert_eq!(
+                text,
+                expected["text"].as_str().unwrap(),
+                "{name}: text before the error"
+            );
+        }
+    }
+}
+
+#[test]
+fn error_bodies_of_chat_servers_classify_as_recorded() {
+    let captures = conformance::error_files_recorded_from(|from| {
+        from == "openai-chat" || from.contains("openai-chat compatible")
+    });
+    assert_eq!(captures.len(), 3, "captures: {captures:?}");
+    served::assert_served_errors(&captures, &wire::request(), client);
+}
+
+#[test]
+fn llama_cpp_context_overflow_is_a_context_length_error() {
+    let body = std::fs::read(wire::capture(
+        "errors/llamacpp_400_exceed_context_size.json",
+    ));
+    let server = Server::start(vec![Reply::json(400, body.unwrap())]);
+    let err = client(&server)
+        .with_retry_policy(RetryPolicy::none())
+        .complete(&wire::request())
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ContextLength);
 }

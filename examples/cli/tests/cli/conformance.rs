@@ -1,6 +1,6 @@
-//! Every recorded capture of the conformance corpus, served by the loopback server to the
-//! `agent` CLI in its own wire format, gives its expected text, tool calls (in order),
-//! reasoning, refusal and error in the CLI's `--json` events (part 3, provider fidelity).
+//! Provider fidelity through the CLI: every recorded capture of the conformance corpus,
+//! served by the loopback server to the CLI in its own wire format, gives its expected
+//! text, tool calls (in order), reasoning, refusal and error in the `--json` events.
 //!
 //! The capture answers the first model call; tool calls it makes run (unknown tools become
 //! error results) and later calls get a plain text answer.
