@@ -84,13 +84,10 @@ fn provider_vars(
             );
         }
         ProviderName::Gemini => {
-            let key = first_var(var, &["GEMINI_API_KEY", "GOOGLE_API_KEY"]);
-            set("GEMINI_API_KEY", key);
-            let url = options
-                .base_url
-                .clone()
-                .or_else(|| first_var(var, &["GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"]));
-            set("GEMINI_BASE_URL", url);
+            // No policy for Gemini's key: the library reads it and the base URL (with
+            // their GOOGLE_ aliases) from the environment itself (see `passed_through`);
+            // the CLI only puts --base-url first.
+            set("GEMINI_BASE_URL", options.base_url.clone());
         }
         ProviderName::OpenAi => {
             set("OPENAI_ORG_ID", first_var(var, &["OPENAI_ORG_ID"]));
@@ -148,6 +145,13 @@ fn provider_vars(
         ProviderName::Demo => {}
     }
     Ok(vars)
+}
+
+/// Whether the library may read `name` from the environment as it is for `provider`: all
+/// of Gemini's variables (no host policy applies to its key); none of the others', which
+/// [`provider_vars`] decides.
+fn passed_through(provider: ProviderName, name: &str) -> bool {
+    provider == ProviderName::Gemini && (name.starts_with("GEMINI_") || name.starts_with("GOOGLE_"))
 }
 
 /// `OPENAI_API_KEY` when `--send-openai-key` asks for it to go to a non-OpenAI host.
@@ -245,23 +249,29 @@ pub fn resolve(
         client
     } else {
         let vars = provider_vars(provider, options, var)?;
-        endpoint = vars
-            .iter()
-            .find(|(name, _)| name.ends_with("_BASE_URL"))
-            .map(|(_, url)| url.clone());
         let id = match provider {
             ProviderName::Anthropic => "anthropic",
             ProviderName::OpenAi => "openai",
             ProviderName::Gemini => "gemini",
             _ => "openai-chat",
         };
-        // One implementation of "variables to a provider": the library's.
-        Client::from_vars_for(id, |name| {
-            vars.iter()
+        // One implementation of "variables to a provider": the library's. The base URL it
+        // read is where requests go (for the header line).
+        let read_url = std::cell::RefCell::new(None);
+        let client = Client::from_vars_for(id, |name| {
+            let value = vars
+                .iter()
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v.clone())
-        })
-        .map_err(|err| {
+                .or_else(|| passed_through(provider, name).then(|| var(name)).flatten());
+            let mut read_url = read_url.borrow_mut();
+            if name.ends_with("_BASE_URL") && read_url.is_none() {
+                read_url.clone_from(&value);
+            }
+            value
+        });
+        endpoint = read_url.into_inner();
+        client.map_err(|err| {
             let names: &[&str] = match provider {
                 ProviderName::Anthropic => &["ANTHROPIC_API_KEY"],
                 ProviderName::OpenAi => &["OPENAI_API_KEY"],

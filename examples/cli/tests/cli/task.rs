@@ -256,6 +256,29 @@ fn without_provider_flags_the_first_key_found_and_its_base_url_variable_are_used
 }
 
 #[test]
+fn the_google_key_and_base_url_variables_reach_gemini_and_the_header_names_the_url() {
+    // The library reads Gemini's GOOGLE_ aliases; the CLI passes them through unchanged.
+    let server = Server::start(vec![Reply::sse(Wire::Gemini.turn("done", &[]))]);
+    let work = tempfile::tempdir().unwrap();
+    let url = server.url();
+    let ran = run_agent(
+        &["--cwd", work.path().to_str().unwrap(), "say done"],
+        &[
+            ("GOOGLE_API_KEY", GEMINI_KEY),
+            ("GOOGLE_GEMINI_BASE_URL", &url),
+        ],
+        "",
+    );
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    let header = ran.stdout.lines().next().unwrap_or("");
+    assert!(header.contains(&format!("requests to {url}")), "{header}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(requests[0].path.starts_with(Wire::Gemini.path_prefix()));
+    assert_eq!(requests[0].header("x-goog-api-key"), Some(GEMINI_KEY));
+}
+
+#[test]
 fn bad_usage_exits_with_status_2_and_says_what_to_change() {
     let ran = run_agent(&["--frobnicate"], &[], "");
     assert_eq!(ran.status, Some(2));
