@@ -1,7 +1,8 @@
 //! A test helper (a binary of the `agentloop-tests` package): runs one operation of the
 //! local execution environment in its own process, prints its result, then the process's
-//! peak memory, so that `tests/it/exec/hostile_files.rs` can bound the memory of reads of hostile files (a link
-//! to `/dev/zero`, a huge sparse file, a 300 MB line) and kill a run that blocks.
+//! peak memory, so that `tests/it/exec/hostile_files.rs` can bound the memory of reads of
+//! hostile files (a link to `/dev/zero`, a huge sparse file, a 300 MB line) and kill a run
+//! that blocks.
 //!
 //! Usage (the paths and the working directory are the test's temporary directory):
 //!

@@ -52,7 +52,6 @@ fn command_sees(
         .collect()
 }
 
-/// Done-when 7.
 #[test]
 fn secrets_by_name_and_by_value_never_reach_a_command() {
     let dir = tempfile::tempdir().unwrap();

@@ -147,7 +147,7 @@ fn writing_through_a_symlink_replaces_the_target_and_keeps_the_link() {
     );
 }
 
-/// Done-when 9: a reader running alongside 50 rewrites of a 10 MB file only ever sees one
+/// A reader running alongside 50 rewrites of a 10 MB file only ever sees one
 /// whole version.
 #[test]
 fn concurrent_readers_only_ever_see_one_whole_version_of_a_rewritten_file() {

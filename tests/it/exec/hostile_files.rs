@@ -1,8 +1,9 @@
 //! Hostile files: links to devices, FIFOs, huge and sparse files, a 300 MB line, as a file
 //! to read, as project instructions and as ignore files, and a command reading the agent's
 //! own environment. Each operation runs in `hostile_probe` (a binary of this package), a
-//! process of its own, so that a read that blocks is killed after a generous time and the memory a read
-//! costs is that process's peak (`VmHWM`), asserted against a generous ceiling.
+//! process of its own, so that a read that blocks is killed after a generous time and the
+//! memory a read costs is that process's peak (`VmHWM`), asserted against a generous
+//! ceiling.
 
 use std::fs::{self, File};
 use std::io::{Read, Write};

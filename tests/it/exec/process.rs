@@ -116,7 +116,6 @@ fn commands_run_in_the_working_directory_or_the_requested_subdirectory() {
     assert!(err.to_string().contains("missing"), "{err}");
 }
 
-/// Done-when 1.
 #[test]
 fn timeout_kills_the_whole_process_group() {
     let (_dir, env) = workspace();
@@ -133,7 +132,6 @@ fn timeout_kills_the_whole_process_group() {
     assert_gone(pid_in(&result.stdout));
 }
 
-/// Done-when 2.
 #[test]
 fn a_command_ignoring_sigterm_is_killed_with_sigkill_after_the_grace() {
     let (_dir, env) = workspace();
@@ -164,7 +162,6 @@ fn the_kill_grace_is_configurable() {
     assert!(elapsed < Duration::from_millis(1800), "{elapsed:?}");
 }
 
-/// Done-when 3, first half.
 #[test]
 fn a_background_job_holding_the_pipes_does_not_delay_the_return() {
     let (_dir, env) = workspace();
@@ -184,7 +181,6 @@ fn a_background_job_without_the_pipes_is_terminated_when_the_command_ends() {
     assert_gone(pid_in(&result.stdout));
 }
 
-/// Done-when 3, second half.
 #[test]
 fn a_process_that_escaped_the_group_is_reported_and_not_waited_for() {
     let (_dir, env) = workspace();
@@ -198,7 +194,6 @@ fn a_process_that_escaped_the_group_is_reported_and_not_waited_for() {
     assert!(result.stdout.ends_with("done\n"));
 }
 
-/// Done-when 4, first half.
 #[test]
 fn cat_without_arguments_returns_at_once_with_empty_output() {
     let (_dir, env) = workspace();
@@ -207,7 +202,6 @@ fn cat_without_arguments_returns_at_once_with_empty_output() {
     assert_eq!((result.stdout.as_str(), result.exit_code), ("", Some(0)));
 }
 
-/// Done-when 4, second half.
 #[test]
 fn output_printed_before_a_timeout_is_kept() {
     let (_dir, env) = workspace();
@@ -267,7 +261,6 @@ fn output_reaches_the_callback_while_the_command_is_still_running() {
     assert_eq!(result.stdout, "first\n");
 }
 
-/// Done-when 5.
 #[test]
 fn fifty_megabytes_on_both_pipes_at_once_finish_with_exact_totals_and_a_bounded_capture() {
     let (_dir, env) = workspace();
@@ -303,7 +296,6 @@ fn fifty_megabytes_on_both_pipes_at_once_finish_with_exact_totals_and_a_bounded_
     assert!(result.stdout.contains("bytes of output omitted"));
 }
 
-/// Done-when 6.
 #[test]
 fn cancelling_a_running_command_returns_quickly_and_the_group_is_gone() {
     let (_dir, env) = workspace();

@@ -26,7 +26,7 @@ fn overloaded_body() -> &'static str {
     r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
 }
 
-// ---- retries (Done-when 4) -------------------------------------------------------------
+// ---- retries --------------------------------------------------------------------------
 
 #[test]
 fn overloaded_529_and_unavailable_503_are_retried_with_growing_backoff() {
@@ -154,7 +154,7 @@ fn max_retries_zero_disables_retries() {
     assert_eq!(server.requests().len(), 1);
 }
 
-// ---- cancellation (Done-when 3) --------------------------------------------------------
+// ---- cancellation ---------------------------------------------------------------------
 
 #[test]
 fn cancel_during_backoff_aborts_without_waiting_it_out() {
@@ -188,7 +188,7 @@ fn a_cancelled_token_fails_at_once_without_a_request() {
     assert_eq!(server.requests().len(), 0);
 }
 
-// ---- timeouts (Done-when 5) ------------------------------------------------------------
+// ---- timeouts -------------------------------------------------------------------------
 
 #[test]
 fn a_server_silent_before_its_headers_times_out_with_a_first_byte_error() {
@@ -218,7 +218,7 @@ fn a_closed_port_is_a_network_error() {
     assert_eq!(err.kind(), ErrorKind::Network, "{err:?}");
 }
 
-// ---- secrets (Done-when 8) -------------------------------------------------------------
+// ---- secrets --------------------------------------------------------------------------
 
 #[test]
 fn no_api_key_appears_in_any_debug_display_or_error_text() {

@@ -1,4 +1,4 @@
-//! Parallel tool rounds (part 3): `TOOL_CALL_START`s come in the model's order, before any
+//! Parallel tool rounds: `TOOL_CALL_START`s come in the model's order, before any
 //! call runs, and no more calls run at once than `max_parallel_tool_calls`.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The `agent` CLI with `--context-window 8000`: a 60-round task against the loopback
+//! `agentloop --context-window 8000`: a 60-round task against the loopback
 //! server compacts, `--json` carries both compaction events with their fields, and the
 //! human view prints a one-line notice.
 

@@ -1,4 +1,4 @@
-//! `agent --hooks FILE` end to end with `--json` against the loopback server: a
+//! `agentloop --hooks FILE` end to end with `--json` against the loopback server: a
 //! PreToolUse command blocks `rm`, a PostToolUse command appends a line, a Stop command
 //! continues once; a command that sleeps past its timeout is a warning and a denial and
 //! its process group is gone.

@@ -1,4 +1,4 @@
-//! `agent --mcp-config FILE --json` with server-everything, end to end: the loopback model
+//! `agentloop --mcp-config FILE --json` with server-everything, end to end: the loopback model
 //! server records the requests; the tool is offered as `mcp__everything__echo`, called,
 //! and its result is in the next request.
 

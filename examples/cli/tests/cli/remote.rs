@@ -1,4 +1,4 @@
-//! `agent --remote-command`: the three-round task with the tools behind an exec-server
+//! `agentloop --remote-command`: the three-round task with the tools behind an exec-server
 //! (started through `env -C DIR`, a stand-in for `podman exec -i -w DIR ctr`; over ssh to
 //! the private sshd too), the header naming the transport; bad remote options are usage
 //! errors.

@@ -1,7 +1,8 @@
-//! The `agent` CLI in a stranger's first hour: it never silently skips the user's task,
-//! never sends a key where it was not asked to, ends cleanly on SIGTERM and SIGHUP, keeps
-//! terminal control sequences from the model and commands off the terminal, and keeps
-//! keys out of what the commands it runs can read.
+//! What the CLI guards against: it never silently skips the user's task, refuses mistakes
+//! before anything starts, never sends a key where it was not asked to, ends cleanly on
+//! SIGTERM and SIGHUP (also in its first milliseconds), survives closed standard streams,
+//! keeps terminal control sequences from the model and commands off the terminal, and
+//! keeps keys out of what the commands it runs can read.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
