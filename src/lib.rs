@@ -85,8 +85,9 @@
 //!   for containers or remote machines.
 //! - [`tools`]: the shared tools and the registry for your own.
 //! - [`mcp`]: the tools of MCP servers in a session (`SessionConfig::with_mcp_server`).
-//! - The `examples/` directory: `agent` (the reference CLI), `minimal`, `custom_tool`,
-//!   `steering`, `approvals`, `subagents`, `custom_environment`, `mcp_client`.
+//! - The `examples/` directory: `minimal`, `custom_tool`, `steering`, `approvals`,
+//!   `subagents`, `custom_environment`, `mcp_client`; and `examples/cli`, the reference CLI
+//!   `agentloop` (a package of its own: `cargo install --path examples/cli`).
 
 #![deny(missing_docs)]
 // `unsafe` only where a raw syscall or a descriptor needs it: the modules of `exec/` that

@@ -309,7 +309,7 @@ impl Client {
     /// A client with the one provider `id` (`anthropic`, `openai`, `gemini` or
     /// `openai-chat`), configured from the variables of the table in
     /// [`from_env`](Self::from_env) read through `var` — the same rules as
-    /// [`from_vars`](Self::from_vars), for a host (like the `agent` CLI) that lets its user
+    /// [`from_vars`](Self::from_vars), for a host (like the `agentloop` CLI) that lets its user
     /// choose the provider.
     ///
     /// Fails with [`ErrorKind::Configuration`] naming the variables to set when the

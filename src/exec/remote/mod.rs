@@ -401,11 +401,12 @@ impl RemoteExecutionEnvironment {
     }
 
     /// The server side: serves `local` over this process's stdin and stdout until end of
-    /// input, the exec-server program's `main` (see `examples/exec_server.rs`). Commands
-    /// run in `local` (its working directory is the default the client's `hello` may
-    /// change). End of input, SIGTERM, SIGHUP and SIGINT end every running command's group
-    /// (SIGTERM, the grace, SIGKILL) and answer its call before the server stops; on a
-    /// signal it exits the process with status 128 + the signal. It installs a handler
+    /// input, the exec-server program's `main` (see
+    /// `examples/cli/src/bin/agentloop-exec-server.rs`). Commands run in `local` (its
+    /// working directory is the default the client's `hello` may change). End of input,
+    /// SIGTERM, SIGHUP and SIGINT end every running command's group (SIGTERM, the grace,
+    /// SIGKILL) and answer its call before the server stops; on a signal it exits the
+    /// process with status 128 + the signal. It installs a handler
     /// for those three signals: call it only from a program that is the server.
     pub fn serve_stdio(local: LocalExecutionEnvironment) -> io::Result<()> {
         server::serve_stdio(local)

@@ -1,5 +1,5 @@
 //! The exec-server loop: serves a [`LocalExecutionEnvironment`] over the protocol of
-//! `protocol.rs` on a reader and a writer (stdin and stdout in the `exec_server` example).
+//! `protocol.rs` on a reader and a writer (stdin and stdout in `agentloop-exec-server`).
 //!
 //! One named thread per call, all scoped to the serving function: it never returns while a call runs.
 //! End of input cancels every running command (their groups are ended as on a timeout)
