@@ -5,8 +5,8 @@
 //! `hot-functions.txt` names the functions the `agentloop` CLI runs on its way through a
 //! task (`.ci/hot-functions` records it). Given to lld as its symbol ordering file, they
 //! are laid out together, so that a start of the CLI faults in about 15 runs of 64 KiB of
-//! code instead of about 55 scattered over the binary's 4.7 MiB of text (ARCHITECTURE.md,
-//! "From `main` to the first request byte").
+//! code instead of about 55 scattered over the binary's 4.7 MiB of text (BENCHMARKS.md,
+//! `e2e`).
 //!
 //! Where the C library that will load them is glibc 2.36 or later (the build host's, when
 //! it is the target), the binaries' relative relocations are also packed (`-z

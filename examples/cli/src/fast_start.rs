@@ -1,8 +1,8 @@
 //! The CLI's start-up and exit shortcuts, gathered here: each saves time on every start or
 //! end of a short-lived process, and none belongs in a library host (a host that runs for
 //! hours keeps std's start-up, its allocator's defaults and joins its threads). Each says
-//! why in one line; the figures are in ARCHITECTURE.md, "From `main` to the first request
-//! byte". `#![no_main]` itself must sit in `main.rs`, the crate root.
+//! why in one line; the figures are in BENCHMARKS.md (`e2e`). `#![no_main]` itself must
+//! sit in `main.rs`, the crate root.
 
 use std::sync::Arc;
 
