@@ -12,10 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use agentloop::CancelToken;
-use agentloop::exec::{
-    CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
-    GrepOutput, LocalExecutionEnvironment, OutputCallback,
-};
+use agentloop::exec::{ExecutionEnvironment, GrepOptions, LocalExecutionEnvironment};
 use agentloop::llm::ToolCall;
 use agentloop::tools::{ToolContext, ToolRegistry, apply_patch, edit_file, read_file, write_file};
 use agentloop::unstable::{ToolOutcome, prepare_call};
@@ -208,56 +205,16 @@ struct ConcurrentWriter {
 }
 
 impl ExecutionEnvironment for ConcurrentWriter {
-    fn read_file(&self, p: &Path, o: Option<usize>, l: Option<usize>) -> io::Result<FileContent> {
-        self.inner.read_file(p, o, l)
-    }
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
         let bytes = self.inner.read_bytes(path)?;
         thread::sleep(Duration::from_millis(20));
         fs::write(&self.victim, "hello from the other writer\n")?;
         Ok(bytes)
     }
-    fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
-        self.inner.write_file(path, content)
-    }
-    fn write_file_if_unchanged(&self, p: &Path, c: &[u8], e: &FileStat) -> io::Result<()> {
-        self.inner.write_file_if_unchanged(p, c, e)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn file_exists(&self, path: &Path) -> bool {
-        self.inner.file_exists(path)
-    }
-    fn stat(&self, path: &Path) -> io::Result<FileStat> {
-        self.inner.stat(path)
-    }
-    fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
-        self.inner.list_directory(path, depth)
-    }
-    fn exec_command(
-        &self,
-        r: &CommandRequest,
-        o: OutputCallback<'_>,
-        c: &CancelToken,
-    ) -> io::Result<ExecResult> {
-        self.inner.exec_command(r, o, c)
-    }
-    fn grep(&self, p: &str, path: &Path, o: &GrepOptions) -> io::Result<GrepOutput> {
-        self.inner.grep(p, path, o)
-    }
-    fn glob(&self, p: &str, path: &Path) -> io::Result<Vec<String>> {
-        self.inner.glob(p, path)
-    }
-    fn working_directory(&self) -> &Path {
-        self.inner.working_directory()
-    }
-    fn platform(&self) -> String {
-        self.inner.platform()
-    }
-    fn os_version(&self) -> String {
-        self.inner.os_version()
-    }
+
+    agentloop::forward_execution_environment!(self.inner =>
+        read_file, write_file, write_file_if_unchanged, remove_file, file_exists, stat,
+        list_directory, exec_command, grep, glob, working_directory, platform, os_version);
 }
 
 #[test]

@@ -14,8 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use agentloop::CancelToken;
 use agentloop::exec::{
-    CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
-    GrepOutput, LocalExecutionEnvironment, OutputCallback,
+    CommandRequest, ExecResult, ExecutionEnvironment, LocalExecutionEnvironment, OutputCallback,
 };
 use agentloop::llm::ToolDefinition;
 use agentloop::llm::gemini::Gemini;
@@ -599,27 +598,6 @@ struct TimeoutRecorder {
 }
 
 impl ExecutionEnvironment for TimeoutRecorder {
-    fn read_file(&self, p: &Path, o: Option<usize>, l: Option<usize>) -> io::Result<FileContent> {
-        self.inner.read_file(p, o, l)
-    }
-    fn read_bytes(&self, p: &Path) -> io::Result<Vec<u8>> {
-        self.inner.read_bytes(p)
-    }
-    fn write_file(&self, p: &Path, c: &[u8]) -> io::Result<()> {
-        self.inner.write_file(p, c)
-    }
-    fn remove_file(&self, p: &Path) -> io::Result<()> {
-        self.inner.remove_file(p)
-    }
-    fn file_exists(&self, p: &Path) -> bool {
-        self.inner.file_exists(p)
-    }
-    fn stat(&self, p: &Path) -> io::Result<FileStat> {
-        self.inner.stat(p)
-    }
-    fn list_directory(&self, p: &Path, d: usize) -> io::Result<Vec<DirEntry>> {
-        self.inner.list_directory(p, d)
-    }
     fn exec_command(
         &self,
         request: &CommandRequest,
@@ -629,21 +607,10 @@ impl ExecutionEnvironment for TimeoutRecorder {
         self.timeouts.lock().unwrap().push(request.timeout);
         self.inner.exec_command(request, on_output, cancel)
     }
-    fn grep(&self, pattern: &str, p: &Path, o: &GrepOptions) -> io::Result<GrepOutput> {
-        self.inner.grep(pattern, p, o)
-    }
-    fn glob(&self, pattern: &str, p: &Path) -> io::Result<Vec<String>> {
-        self.inner.glob(pattern, p)
-    }
-    fn working_directory(&self) -> &Path {
-        self.inner.working_directory()
-    }
-    fn platform(&self) -> String {
-        self.inner.platform()
-    }
-    fn os_version(&self) -> String {
-        self.inner.os_version()
-    }
+
+    agentloop::forward_execution_environment!(self.inner =>
+        read_file, read_bytes, write_file, remove_file, file_exists, stat, list_directory,
+        grep, glob, working_directory, platform, os_version);
 }
 
 /// The timeouts of the commands a session of `kit` ran for one scripted `shell` call.

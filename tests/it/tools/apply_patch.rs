@@ -5,13 +5,9 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use agentloop::CancelToken;
-use agentloop::exec::{
-    CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
-    GrepOutput, LocalExecutionEnvironment, OutputCallback,
-};
+use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
 use agentloop::llm::{ToolCall, ToolKind};
 use agentloop::tools::{ToolContext, apply_patch};
 use serde_json::json;
@@ -228,17 +224,6 @@ struct FullDisk {
 }
 
 impl ExecutionEnvironment for FullDisk {
-    fn read_file(
-        &self,
-        path: &Path,
-        offset: Option<usize>,
-        limit: Option<usize>,
-    ) -> io::Result<FileContent> {
-        self.inner.read_file(path, offset, limit)
-    }
-    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.inner.read_bytes(path)
-    }
     fn write_file(&self, path: &Path, content: &[u8]) -> io::Result<()> {
         if path.ends_with(&self.fail_on) {
             return Err(io::Error::new(
@@ -248,44 +233,12 @@ impl ExecutionEnvironment for FullDisk {
         }
         self.inner.write_file(path, content)
     }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn file_exists(&self, path: &Path) -> bool {
-        self.inner.file_exists(path)
-    }
-    fn stat(&self, path: &Path) -> io::Result<FileStat> {
-        self.inner.stat(path)
-    }
-    fn list_directory(&self, path: &Path, depth: usize) -> io::Result<Vec<DirEntry>> {
-        self.inner.list_directory(path, depth)
-    }
-    fn exec_command(
-        &self,
-        request: &CommandRequest,
-        on_output: OutputCallback<'_>,
-        cancel: &CancelToken,
-    ) -> io::Result<ExecResult> {
-        self.inner.exec_command(request, on_output, cancel)
-    }
-    fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
-        self.inner.grep(pattern, path, options)
-    }
-    fn glob(&self, pattern: &str, path: &Path) -> io::Result<Vec<String>> {
-        self.inner.glob(pattern, path)
-    }
-    fn working_directory(&self) -> &Path {
-        self.inner.working_directory()
-    }
-    fn platform(&self) -> String {
-        self.inner.platform()
-    }
-    fn os_version(&self) -> String {
-        self.inner.os_version()
-    }
-    fn max_command_timeout(&self) -> Duration {
-        self.inner.max_command_timeout()
-    }
+
+    // `write_file_if_unchanged` is left to the trait's default, which writes through
+    // `write_file` above: the full disk applies to it too.
+    agentloop::forward_execution_environment!(self.inner =>
+        read_file, read_bytes, remove_file, file_exists, stat, list_directory, exec_command,
+        grep, glob, working_directory, platform, os_version, max_command_timeout);
 }
 
 #[test]
