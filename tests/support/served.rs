@@ -8,17 +8,29 @@ use agentloop::llm::{Client, Request, Response, RetryPolicy};
 
 use super::{Reply, Server, conformance};
 
+/// [`assert_capture_live_and_offline`] for each of `captures`.
+pub fn assert_captures_live_and_offline(
+    captures: &[PathBuf],
+    request: &Request,
+    client_for: impl Fn(&Server) -> Client,
+    decode_stream: fn(&[u8]) -> agentloop::Result<Response>,
+) {
+    for capture in captures {
+        assert_capture_live_and_offline(capture, request, &client_for, decode_stream);
+    }
+}
+
 /// Serves `capture` whole, then one byte per chunk, to the client `client_for` builds (its
 /// retries turned off), and decodes it offline with `decode_stream`. A capture that
 /// records an error must give that error all three ways; one that records a response must
-/// pass `conforms` each way, and the three responses must be equal.
-pub fn assert_capture_live_and_offline(
+/// conform to its expected result each way, and the three responses must be equal.
+fn assert_capture_live_and_offline(
     capture: &Path,
     request: &Request,
     client_for: impl Fn(&Server) -> Client,
     decode_stream: fn(&[u8]) -> agentloop::Result<Response>,
-    conforms: fn(&Path, &str, &Response),
 ) {
+    let conforms = conformance::assert_response;
     let expected = conformance::expected_for(capture);
     let server = Server::start(vec![
         Reply::sse_file(capture),

@@ -15,15 +15,12 @@ fn request() -> Request {
 fn every_capture_decodes_to_its_expected_result_whole_and_byte_by_byte() {
     let captures = conformance::sse_files("anthropic");
     assert!(captures.len() >= 7, "captures: {captures:?}");
-    for capture in &captures {
-        served::assert_capture_live_and_offline(
-            capture,
-            &request(),
-            support::anthropic_client,
-            decode_stream,
-            conformance::assert_response,
-        );
-    }
+    served::assert_captures_live_and_offline(
+        &captures,
+        &request(),
+        support::anthropic_client,
+        decode_stream,
+    );
 }
 
 #[test]

@@ -15,15 +15,7 @@ fn client(server: &Server) -> Client {
 fn every_responses_capture_decodes_to_its_expected_result_whole_and_byte_by_byte() {
     let captures = conformance::sse_files("openai-responses");
     assert_eq!(captures.len(), 7, "captures: {captures:?}");
-    for capture in &captures {
-        served::assert_capture_live_and_offline(
-            capture,
-            &wire::request(),
-            client,
-            decode_stream,
-            conformance::assert_response,
-        );
-    }
+    served::assert_captures_live_and_offline(&captures, &wire::request(), client, decode_stream);
 }
 
 #[test]
