@@ -21,8 +21,10 @@ use agentloop::llm::{Client, ContentPart};
 use agentloop::profiles::{self, ProviderProfile};
 use agentloop::session::{EventKind, Events, RecvError, Session, SessionConfig, SessionEvent};
 
-/// A ceiling per input, for a slow provider; catches hangs.
-const PER_INPUT: Duration = Duration::from_secs(300);
+use support::GENEROUS;
+
+/// A ceiling per input, for a slow provider over the internet; catches hangs.
+const PER_INPUT: Duration = GENEROUS.saturating_mul(15);
 
 struct Provider {
     name: &'static str,

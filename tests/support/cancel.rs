@@ -108,19 +108,16 @@ pub fn cancel_after_the_first_text_delta(
     (result, ended_at - cancelled_at)
 }
 
-/// Asserts that a cancelled call (`what`, for messages) ended as
-/// [`ErrorKind::Aborted`] within 50 ms of the cancel and that `server` saw the connection
-/// closed.
-pub fn assert_aborted_within_50ms(
+/// Asserts that a cancelled call (`what`, for messages) ended as [`ErrorKind::Aborted`]
+/// (the cancel ended it, not one of the client's timeouts) within [`GENEROUS`] of the cancel,
+/// and that `server` saw the connection closed.
+pub fn assert_aborted(
     what: &str,
     (result, took): (agentloop::Result<()>, Duration),
     server: &Server,
 ) {
     assert_eq!(result.unwrap_err().kind(), ErrorKind::Aborted, "{what}");
-    assert!(
-        took < Duration::from_millis(50),
-        "{what}: cancel took {took:?}"
-    );
+    assert!(took < GENEROUS, "{what}: cancel took {took:?}");
     assert!(
         server.wait_client_closed(0, GENEROUS).is_some(),
         "{what}: the server did not see the connection closed"

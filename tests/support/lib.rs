@@ -47,8 +47,15 @@ pub fn data_dir() -> PathBuf {
 /// A recognisable fake API key: tests assert it never shows up anywhere.
 pub const FAKE_KEY: &str = "sk-ant-test-FAKEKEY0123456789abcdefghij";
 
-/// A ceiling for anything that should be quick: catches hangs, not slowness.
+/// The ceiling for anything that should be quick: catches hangs, not slowness. It is the
+/// one upper time bound the tests assert (a multiple of it where a step is long: a probe
+/// reading hundreds of megabytes, a long scripted session); speed is the bench's, and
+/// `.ci/size-limits` refuses a tighter bound in a test.
 pub const GENEROUS: Duration = Duration::from_secs(20);
+
+// The tests' stand-ins for "forever" (`sleep 30`, a tool that blocks 30 s) outlast the
+// ceiling, so that a call ending within it was stopped rather than finished.
+const _: () = assert!(GENEROUS.as_secs() < 30);
 
 /// HTTP options for loopback servers: no environment proxy, short but not flaky timeouts.
 pub fn http_options() -> HttpOptions {

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::GENEROUS;
+
 /// A loopback server that hands every connection (after reading its request) to
 /// `respond`, until the returned [`Stop`] is dropped or a minute has passed.
 pub fn raw_server(respond: impl Fn(TcpStream) + Send + Sync + 'static) -> (String, Stop) {
@@ -21,7 +23,7 @@ pub fn raw_server(respond: impl Fn(TcpStream) + Send + Sync + 'static) -> (Strin
     let handle = thread::Builder::new()
         .name("raw-server".to_string())
         .spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(60);
+            let deadline = Instant::now() + GENEROUS * 3;
             thread::scope(|scope| {
                 while !stopped.load(Ordering::SeqCst) && Instant::now() < deadline {
                     match listener.accept() {

@@ -33,6 +33,10 @@ use serde_json::Value;
 /// How often a connection thread that waits on the client checks for shutdown.
 const POLL: Duration = Duration::from_millis(10);
 
+/// A receive stamp further back than this is not the request's own (a stale one): the
+/// request is then stamped when it was read.
+const STAMP_TRUSTED: Duration = Duration::from_secs(1);
+
 /// What happens after the status line, headers and (part of) the body are written.
 #[derive(Debug, Clone, PartialEq)]
 enum Ending {
@@ -574,7 +578,7 @@ fn read_request(stream: &mut TcpStream, buffered: &mut Vec<u8>, shared: &Shared)
         .and_then(|stamp| {
             Duration::try_from_secs_f64((clock_ns(libc::CLOCK_REALTIME) - stamp) as f64 / 1e9).ok()
         })
-        .filter(|waited| *waited < Duration::from_secs(1))
+        .filter(|waited| *waited < STAMP_TRUSTED)
         .and_then(|waited| at.checked_sub(waited))
         .unwrap_or(at);
     let json = serde_json::from_slice(&body).ok();
@@ -655,18 +659,43 @@ fn stamp_arrivals(socket: &impl std::os::fd::AsRawFd) -> bool {
 /// that asks and off after the last one closes, each time by patching its code on every
 /// CPU; a server per run of a bench did that twice per run, during the runs measured
 /// (abort → `SESSION_END` of a stalled stream measured 0.14–0.17 ms with it, 0.10 ms
-/// without). Left on, it costs a clock read per packet received.
+/// without). Left on, it costs a clock read per packet received. The switch takes effect
+/// a moment after the socket asks (the kernel patches its code from a worker): this
+/// returns once it has, so that the first request a server reads is stamped too.
 fn keep_stamping_on() {
     static KEEP: std::sync::OnceLock<Option<std::net::UdpSocket>> = std::sync::OnceLock::new();
     KEEP.get_or_init(|| {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
-        stamp_arrivals(&socket).then_some(socket)
+        if !stamp_arrivals(&socket) {
+            return None;
+        }
+        let deadline = Instant::now() + crate::GENEROUS;
+        while !stamped_on_arrival(&socket) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Some(socket)
     });
 }
 
+/// Whether a datagram `socket` sends itself is stamped when it arrives: before the read
+/// that returns it began (a packet that arrived unstamped is stamped when it is read).
+fn stamped_on_arrival(socket: &std::net::UdpSocket) -> bool {
+    let Ok(to) = socket.local_addr() else {
+        return false;
+    };
+    if socket.send_to(b"x", to).is_err() {
+        return false;
+    }
+    let read_from = clock_ns(libc::CLOCK_REALTIME);
+    LAST_ARRIVAL.set(None);
+    let stamped = recv_stamped(socket, &mut [0; 1]).is_ok()
+        && LAST_ARRIVAL.get().is_some_and(|stamp| stamp < read_from);
+    LAST_ARRIVAL.set(None);
+    stamped
+}
+
 /// `read` through `recvmsg`, noting the receive stamp of what it read in [`LAST_ARRIVAL`].
-fn recv_stamped(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
-    use std::os::fd::AsRawFd;
+fn recv_stamped(socket: &impl std::os::fd::AsRawFd, buf: &mut [u8]) -> std::io::Result<usize> {
     // Room for one cmsghdr and a timespec, 8-byte aligned.
     let mut control = [0u64; 8];
     let mut iov = libc::iovec {
@@ -680,7 +709,7 @@ fn recv_stamped(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: `msg` describes valid, writable buffers for the call.
-    let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, 0) };
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, 0) };
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -851,46 +880,65 @@ fn crc32_matches_the_check_value() {
 /// arrived long before it was read. Without the stamp, `arrived` would be `at`.
 #[test]
 fn a_request_is_stamped_when_its_last_byte_arrived_not_when_it_was_read() {
+    let wait_until = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + crate::GENEROUS;
+        while !done() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
     let server = Server::start(vec![Reply::json(200, "{}"), Reply::json(200, "{}")]);
     let addr = server.url().trim_start_matches("http://").to_string();
-    // The first connection sends half a body: the accepting thread waits on it.
+    // The first connection sends half a body: the accepting thread takes it and waits on it.
     let mut slow = TcpStream::connect(&addr).unwrap();
     slow.write_all(b"POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\n\r\n{}")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    // The second request is complete in the socket, unread.
+    wait_until("the server took the first connection", &|| {
+        server.connection_count() == 1
+    });
+    // The second request, complete, reaches the server's socket and waits there, unread:
+    // the server's kernel has acknowledged every byte of it.
+    let sent = Instant::now();
     let mut waiting = TcpStream::connect(&addr).unwrap();
     waiting
         .write_all(b"POST /b HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
         .unwrap();
-    let sent = Instant::now();
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until("the second request arrived", &|| {
+        unacknowledged(&waiting) == 0
+    });
+    // Only now can the server read it: once the first request is complete.
+    let released = Instant::now();
     slow.write_all(b"  ").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while server.requests().len() < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the server did not read both requests"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("the server read both requests", &|| {
+        server.requests().len() == 2
+    });
     let requests = server.requests();
     let second = requests.iter().find(|r| r.path == "/b").unwrap();
-    assert!(second.arrived <= second.at);
-    let waited = second.at - second.arrived;
     assert!(
-        waited >= Duration::from_millis(150),
-        "read {waited:?} after it arrived; it sat unread for 200 ms"
+        second.at > released,
+        "read before the first request was complete"
     );
-    // The stamp is when it arrived: within a generous bound of the client's write.
-    let skew = if second.arrived > sent {
-        second.arrived - sent
-    } else {
-        sent - second.arrived
-    };
     assert!(
-        skew < Duration::from_millis(100),
-        "stamped {skew:?} away from the write"
+        second.arrived <= released,
+        "stamped {:?} after the server could first read it",
+        second.arrived - released
+    );
+    assert!(
+        second.arrived >= sent,
+        "stamped {:?} before the client sent it",
+        sent - second.arrived
     );
     drop((slow, waiting));
+}
+
+/// The bytes `stream` sent that its peer has not acknowledged yet (`SIOCOUTQ`).
+#[cfg(test)]
+fn unacknowledged(stream: &TcpStream) -> i32 {
+    use std::os::fd::AsRawFd;
+    let mut queued: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one c_int through the pointer, which points at
+    // `queued`; `stream` is an open socket.
+    let rc = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    assert_eq!(rc, 0, "SIOCOUTQ: {}", std::io::Error::last_os_error());
+    queued
 }

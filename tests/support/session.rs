@@ -20,8 +20,7 @@ use agentloop::session::{
 use agentloop::tools::{RegisteredTool, ToolContext, ToolInput, ToolOutput};
 use serde_json::{Value, json};
 
-/// A deadline that catches hangs; never a speed target.
-pub const HANG: Duration = Duration::from_secs(20);
+use crate::GENEROUS;
 
 /// An environment over a real temporary directory. File operations use std::fs; commands
 /// are not supported (the shell tests use the real local environment).
@@ -233,12 +232,12 @@ pub fn harness_with(
     }
 }
 
-/// Collects events until `stop` matches (inclusive); panics after [`HANG`].
+/// Collects events until `stop` matches (inclusive); panics after [`GENEROUS`].
 pub fn collect_until(
     events: &mut Events,
     stop: impl Fn(&SessionEvent) -> bool,
 ) -> Vec<SessionEvent> {
-    let deadline = Instant::now() + HANG;
+    let deadline = Instant::now() + GENEROUS;
     let mut out = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -251,7 +250,7 @@ pub fn collect_until(
                 }
             }
             Err(RecvError::Timeout) => panic!(
-                "no matching event within {HANG:?}; got {}",
+                "no matching event within {GENEROUS:?}; got {}",
                 names(&out).join(",")
             ),
             Err(RecvError::Ended) => {
@@ -318,7 +317,7 @@ pub fn gate_tool(name: &str) -> (RegisteredTool, crossbeam_channel::Sender<()>) 
         crossbeam_channel::select! {
             recv(gate) -> _ => Ok(ToolOutput::text("released")),
             recv(cancelled) -> _ => Ok(ToolOutput::text("cancelled")),
-            default(HANG) => Err("the test never released the gate".to_string()),
+            default(GENEROUS) => Err("the test never released the gate".to_string()),
         }
     });
     (tool, release)
@@ -369,7 +368,7 @@ impl agentloop::llm::Provider for GatedModel {
         let gate = self.gate.clone();
         Ok(Box::new(stream.map(move |event| {
             if matches!(event, Ok(agentloop::llm::StreamEvent::Finish { .. })) {
-                let _ = gate.recv_timeout(HANG);
+                let _ = gate.recv_timeout(GENEROUS);
             }
             event
         })))

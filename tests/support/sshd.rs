@@ -11,6 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::GENEROUS;
+
 /// Whether CI requires every tool (`AGENTLOOP_CI=1`).
 fn ci() -> bool {
     std::env::var("AGENTLOOP_CI").is_ok_and(|v| v == "1")
@@ -82,7 +84,7 @@ impl Sshd {
             dir,
             user,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + GENEROUS;
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Ok(Some(status)) = sshd.child.try_wait() {
                 let log = fs::read_to_string(sshd.dir.path().join("sshd.log")).unwrap_or_default();

@@ -16,7 +16,7 @@ mod subagents;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agentloop::llm::scripted::ScriptedModel;
 use agentloop::llm::{ContentPart, Request, Role};
@@ -24,10 +24,8 @@ use agentloop::profiles::ProviderProfile;
 use agentloop::session::compaction::{CompactionConfig, CompactionFallback, CompactionReason};
 use agentloop::session::{EventKind, Events, RecvError, Session, SessionConfig, SessionEvent};
 
+use support::GENEROUS;
 use support::session::{DirEnv, echo_tool, names};
-
-/// A generous ceiling for a long scripted session on a loaded machine (not a speed target).
-pub const LONG: Duration = Duration::from_secs(180);
 
 /// The first words of our compaction instructions.
 pub const SUMMARY_MARK: &str = "You are writing the handoff summary";
@@ -161,12 +159,13 @@ pub fn start(model: &ScriptedModel, dir: &Path, config: SessionConfig) -> (Sessi
     (session, events)
 }
 
-/// Collects events until `stop` (inclusive), within [`LONG`].
+/// Collects events until `stop` (inclusive), within nine times [`GENEROUS`]: a long
+/// scripted session on a loaded machine (not a speed target).
 pub fn collect_until(
     events: &mut Events,
     stop: impl Fn(&SessionEvent) -> bool,
 ) -> Vec<SessionEvent> {
-    let deadline = Instant::now() + LONG;
+    let deadline = Instant::now() + GENEROUS * 9;
     let mut out = Vec::new();
     loop {
         match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {

@@ -12,6 +12,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::GENEROUS;
+
 /// What a probe printed, and its peak memory.
 struct Probe {
     stdout: String,
@@ -19,8 +21,9 @@ struct Probe {
     children_peak_mib: u64,
 }
 
-/// Longest a probe may run: a read that blocks on a FIFO would never end.
-const PROBE_DEADLINE: Duration = Duration::from_secs(60);
+/// Longest a probe may run (it reads hundreds of megabytes: three times the ceiling): a
+/// read that blocks on a FIFO would never end.
+const PROBE_DEADLINE: Duration = GENEROUS.saturating_mul(3);
 /// The ceiling on a probe's peak memory where the input is hundreds of megabytes.
 const CEILING_MIB: u64 = 64;
 

@@ -15,6 +15,7 @@ use agentloop::tools;
 use serde_json::json;
 
 use crate::mcp::fake;
+use support::GENEROUS;
 use support::run_ignored_alone;
 use support::session::collect_input;
 
@@ -177,7 +178,7 @@ fn hosts_own_limit_child() {
     );
 
     // The MCP server is a long-lived child started the other way (`std::process`).
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + GENEROUS;
     let pid = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         if let Some(pid) = text.lines().find_map(|l| l.strip_prefix("pid ")) {

@@ -15,6 +15,7 @@ use agentloop::CancelToken;
 use agentloop::exec::{
     CommandRequest, ExecResult, ExecutionEnvironment, LocalExecutionEnvironment, OutputStream,
 };
+use support::GENEROUS;
 
 fn workspace() -> (tempfile::TempDir, LocalExecutionEnvironment) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -63,7 +64,7 @@ fn assert_gone(pid: libc::pid_t) {
         kill_fails_with_esrch(pid) || is_zombie(pid),
         "process {pid} is still running"
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + GENEROUS;
     while !kill_fails_with_esrch(pid) {
         assert!(
             Instant::now() < deadline,
@@ -121,7 +122,7 @@ fn timeout_kills_the_whole_process_group() {
     let (_dir, env) = workspace();
     let (result, elapsed) = run(&env, "sleep 30 & echo $!; wait", 1000);
     assert!(result.timed_out, "{result:?}");
-    assert!(elapsed < Duration::from_millis(1500), "took {elapsed:?}");
+    assert!(elapsed < GENEROUS, "took {elapsed:?}");
     assert!(elapsed >= Duration::from_millis(1000), "took {elapsed:?}");
     assert_eq!(
         ExecResult::timeout_message(Duration::from_millis(1000)),
@@ -143,30 +144,33 @@ fn a_command_ignoring_sigterm_is_killed_with_sigkill_after_the_grace() {
         elapsed >= Duration::from_millis(500) + grace,
         "returned before the grace ended: {elapsed:?}"
     );
-    assert!(
-        elapsed < grace + Duration::from_millis(1500),
-        "took {elapsed:?}"
-    );
+    assert!(elapsed < GENEROUS, "took {elapsed:?}");
     assert_gone(pid_in(&result.stdout));
 }
 
 #[test]
 fn the_kill_grace_is_configurable() {
+    // A grace longer than the default 2 s: that the call took at least the timeout plus
+    // this grace shows the configured one applied (a lower bound, not a speed).
     let (dir, _) = workspace();
+    let grace = Duration::from_secs(3);
     let env = LocalExecutionEnvironment::new(dir.path())
         .unwrap()
-        .with_kill_grace(Duration::from_millis(200));
+        .with_kill_grace(grace);
     let (result, elapsed) = run(&env, "trap '' TERM; sleep 30", 300);
     assert_eq!(result.signal, Some(libc::SIGKILL));
-    assert!(elapsed >= Duration::from_millis(500), "{elapsed:?}");
-    assert!(elapsed < Duration::from_millis(1800), "{elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_millis(300) + grace,
+        "killed before the configured grace ended: {elapsed:?}"
+    );
+    assert!(elapsed < GENEROUS, "{elapsed:?}");
 }
 
 #[test]
 fn a_background_job_holding_the_pipes_does_not_delay_the_return() {
     let (_dir, env) = workspace();
     let (result, elapsed) = run(&env, "sleep 30 & echo $!; echo done", 10_000);
-    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    assert!(elapsed < GENEROUS, "took {elapsed:?}");
     assert!(result.stdout.ends_with("done\n"), "{:?}", result.stdout);
     assert_eq!(result.exit_code, Some(0));
     assert!(!result.escaped_processes);
@@ -177,7 +181,7 @@ fn a_background_job_holding_the_pipes_does_not_delay_the_return() {
 fn a_background_job_without_the_pipes_is_terminated_when_the_command_ends() {
     let (_dir, env) = workspace();
     let (result, elapsed) = run(&env, "sleep 30 >/dev/null 2>&1 & echo $!", 10_000);
-    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    assert!(elapsed < GENEROUS, "took {elapsed:?}");
     assert_gone(pid_in(&result.stdout));
 }
 
@@ -189,7 +193,7 @@ fn a_process_that_escaped_the_group_is_reported_and_not_waited_for() {
     // Clean up what the library deliberately left alone.
     // SAFETY: `escaped` is the pid the command printed for its setsid'd sleep.
     unsafe { libc::kill(escaped, libc::SIGKILL) };
-    assert!(elapsed < Duration::from_millis(1500), "took {elapsed:?}");
+    assert!(elapsed < GENEROUS, "took {elapsed:?}");
     assert!(result.escaped_processes, "{result:?}");
     assert!(result.stdout.ends_with("done\n"));
 }
@@ -198,7 +202,7 @@ fn a_process_that_escaped_the_group_is_reported_and_not_waited_for() {
 fn cat_without_arguments_returns_at_once_with_empty_output() {
     let (_dir, env) = workspace();
     let (result, elapsed) = run(&env, "cat", 10_000);
-    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    assert!(elapsed < GENEROUS, "took {elapsed:?}");
     assert_eq!((result.stdout.as_str(), result.exit_code), ("", Some(0)));
 }
 
@@ -251,7 +255,7 @@ fn output_reaches_the_callback_while_the_command_is_still_running() {
             )
         });
         let first = seen_rx
-            .recv_timeout(Duration::from_secs(10))
+            .recv_timeout(GENEROUS)
             .expect("the first line arrives while the command sleeps");
         assert_eq!(first, b"first\n");
         cancel.cancel();
@@ -312,7 +316,7 @@ fn cancelling_a_running_command_returns_quickly_and_the_group_is_gone() {
             (result, Instant::now())
         });
         line_rx
-            .recv_timeout(Duration::from_secs(10))
+            .recv_timeout(GENEROUS)
             .expect("the command prints its background pid");
         let cancelled_at = Instant::now();
         cancel.cancel();
@@ -322,10 +326,7 @@ fn cancelling_a_running_command_returns_quickly_and_the_group_is_gone() {
     assert!(result.cancelled && !result.timed_out, "{result:?}");
     // A ceiling that catches a hang (the command sleeps 30 s), generous for a loaded machine;
     // the bench measures the real latency.
-    assert!(
-        after_cancel < Duration::from_secs(1),
-        "took {after_cancel:?}"
-    );
+    assert!(after_cancel < GENEROUS, "took {after_cancel:?}");
     assert_gone(pid_in(&result.stdout));
 }
 
@@ -349,7 +350,7 @@ fn timeouts_are_clamped_to_the_maximum() {
     assert_eq!(env.max_command_timeout(), Duration::from_millis(300));
     let (result, elapsed) = run(&env, "sleep 30", 60_000);
     assert!(result.timed_out);
-    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
+    assert!(elapsed < GENEROUS, "took {elapsed:?}");
 }
 
 #[test]
@@ -408,5 +409,5 @@ fn output_written_during_the_grace_period_is_read_so_the_command_can_finish() {
     );
     assert_eq!(result.exit_code, Some(0));
     assert_eq!(result.stdout_bytes, "ready\n".len() as u64 + 200_000);
-    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    assert!(elapsed < GENEROUS, "{elapsed:?}");
 }

@@ -250,8 +250,15 @@ fn write_file_if_unchanged_checks_right_before_the_rename() {
     let env = LocalExecutionEnvironment::new(dir.path()).unwrap();
     fs::write(dir.path().join("a.txt"), "one\n").unwrap();
     let before = env.stat(Path::new("a.txt")).unwrap();
-    thread::sleep(Duration::from_millis(20));
+    // Another writer, a moment later: the same size and a later modification time (set,
+    // rather than waited for past the clock's granularity).
     fs::write(dir.path().join("a.txt"), "two\n").unwrap();
+    fs::File::options()
+        .write(true)
+        .open(dir.path().join("a.txt"))
+        .unwrap()
+        .set_modified(before.modified.unwrap() + Duration::from_secs(1))
+        .unwrap();
     let err = env
         .write_file_if_unchanged(Path::new("a.txt"), b"three\n", &before)
         .unwrap_err();

@@ -11,6 +11,7 @@ use agentloop::mcp::McpServerState;
 use serde_json::json;
 
 use super::*;
+use support::GENEROUS;
 use support::ci::{npm_bin, venv_bin};
 
 /// Server-everything over stdio, named `everything`.
@@ -82,7 +83,8 @@ fn server_everything_over_streamable_http() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // npx may fetch and start node first: three times the ceiling.
+    let deadline = Instant::now() + GENEROUS * 3;
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
             Instant::now() < deadline,

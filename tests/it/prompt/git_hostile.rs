@@ -5,30 +5,13 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use agentloop::exec::LocalExecutionEnvironment;
 use agentloop::unstable::EnvironmentContext;
 
-/// Runs git in `dir` for the setup, with a private configuration.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
+use super::git;
 
 /// A repository with two commits, and a script that records each run in `marker`.
 struct Hostile {
@@ -82,10 +65,16 @@ impl Hostile {
         self.script.to_str().unwrap()
     }
 
-    /// Makes `file.txt`'s stat data differ from the index, so that status hashes it again.
+    /// Makes `file.txt`'s stat data differ from the index, so that status hashes it again:
+    /// the same content with a modification time 2 s later.
     fn touch(&self) {
-        std::thread::sleep(std::time::Duration::from_millis(1100));
-        fs::write(self.repo.join("file.txt"), "one\n").unwrap();
+        let file = fs::File::options()
+            .write(true)
+            .open(self.repo.join("file.txt"))
+            .unwrap();
+        let modified = file.metadata().unwrap().modified().unwrap();
+        file.set_modified(modified + Duration::from_secs(2))
+            .unwrap();
     }
 }
 
@@ -103,6 +92,23 @@ fn git_snapshot_runs_no_clean_filter() {
     repo.config("filter.evil.required", "true");
     repo.touch();
     assert_eq!(repo.snapshot(), None);
+}
+
+/// The control for the filter tests: after `touch`, plain `git status` runs both filters,
+/// so their snapshots ran none only because the snapshot refuses them.
+#[test]
+fn plain_git_status_runs_the_filters_after_a_touch() {
+    for (key, value) in [
+        ("filter.evil.clean", "clean"),
+        ("filter.evil.process", "process"),
+    ] {
+        let repo = Hostile::new();
+        repo.config(key, &format!("{} {value}", repo.script()));
+        repo.touch();
+        git(&repo.repo, &["status", "--porcelain"]);
+        let ran = fs::read_to_string(&repo.marker).unwrap_or_default();
+        assert!(ran.contains(value), "{key}: {ran:?}");
+    }
 }
 
 #[test]

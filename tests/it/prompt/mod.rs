@@ -22,8 +22,8 @@ fn fixed_now() -> SystemTime {
 }
 
 /// Runs git in `dir` with a private, empty configuration (only the child's environment is
-/// set; the test binary's stays untouched).
-fn git(dir: &Path, args: &[&str]) {
+/// set; the test binary's stays untouched); returns its output, trimmed.
+fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
         .args([
             "-c",
@@ -44,6 +44,7 @@ fn git(dir: &Path, args: &[&str]) {
         "git {args:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
 fn write(path: &Path, text: &str) {

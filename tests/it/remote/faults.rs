@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 
 use super::{base_env, server_binary};
 
+use support::GENEROUS;
+
 /// A hello answer for protocol version `version`.
 fn hello(version: u64) -> String {
     json!({"jsonrpc": "2.0", "id": 1, "result": {
@@ -78,14 +80,15 @@ fn a_server_that_does_not_know_hello_is_refused_as_too_old() {
 /// A fake server that answers hello, then sends `line` after the next request.
 fn after_hello(line_command: &str) -> RemoteError {
     let script = format!(
-        "read l; echo '{}'; read l; {line_command}; sleep 5",
+        "read l; echo '{}'; read l; {line_command}; sleep 30",
         hello(1)
     );
     let env = RemoteExecutionEnvironment::connect(fake(&script), None).unwrap();
     let started = Instant::now();
     let error = env.stat(Path::new("x")).unwrap_err();
+    // The fake sleeps 30 s after the line, longer than the ceiling.
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        started.elapsed() < GENEROUS,
         "the error waited for the transport"
     );
     assert_eq!(error.kind(), std::io::ErrorKind::InvalidData, "{error}");
@@ -232,7 +235,7 @@ fn end_of_input_ends_the_running_commands_and_the_server() {
     // End of input, as when the connection drops: the server ends the command and exits.
     raw.stdin.take();
     super::assert_gone(pid);
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + GENEROUS;
     while raw.child.try_wait().unwrap().is_none() {
         assert!(
             Instant::now() < deadline,
@@ -301,7 +304,7 @@ fn a_server_ended_by_sigterm_ends_its_commands_first() {
         let mut seen = Vec::new();
         while !String::from_utf8_lossy(&seen).contains("SigBlk") {
             let chunk = rx
-                .recv_timeout(Duration::from_secs(20))
+                .recv_timeout(GENEROUS)
                 .expect("the pids and the signal mask arrive");
             seen.extend_from_slice(&chunk);
         }

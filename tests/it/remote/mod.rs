@@ -25,6 +25,8 @@ use agentloop::CancelToken;
 use agentloop::exec::remote::{RemoteExecutionEnvironment, Transport};
 use agentloop::exec::{CommandRequest, ExecutionEnvironment};
 
+use support::GENEROUS;
+
 /// A secret the transport's environment carries; commands must never see it.
 pub const SECRET: &str = "sk-remote-test-0123456789abcdefghijklmnop";
 
@@ -136,7 +138,7 @@ pub fn running(pid: i32) -> bool {
 
 /// Waits (bounded) until `pid` no longer runs.
 pub fn assert_gone(pid: i32) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + GENEROUS;
     while running(pid) {
         assert!(Instant::now() < deadline, "process {pid} is still running");
         thread::sleep(Duration::from_millis(20));

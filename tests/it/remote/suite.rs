@@ -17,6 +17,8 @@ use agentloop::unstable::EnvironmentContext;
 
 use super::{Fixture, SECRET, Via, assert_gone, pids_in, run};
 
+use support::GENEROUS;
+
 /// Declares `stdio_<name>` and `ssh_<name>` running `body` with a fresh fixture.
 macro_rules! both_transports {
     ($($name:ident),* $(,)?) => {
@@ -144,9 +146,9 @@ fn a_command_ignoring_sigterm_is_killed_after_the_grace(f: Fixture) {
     let elapsed = started.elapsed();
     assert!(r.timed_out, "{r:?}");
     assert_eq!(r.signal, Some(9), "{r:?}");
-    // The timeout (0.5 s) plus the grace (0.5 s), with a generous ceiling.
+    // At least the timeout (0.5 s) plus the grace (0.5 s); the ceiling catches a hang.
     assert!(elapsed >= Duration::from_millis(1000), "{elapsed:?}");
-    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+    assert!(elapsed < GENEROUS, "{elapsed:?}");
     assert_gone(pids_in(&r.stdout)[0]);
     f.finish();
 }
@@ -154,11 +156,7 @@ fn a_command_ignoring_sigterm_is_killed_after_the_grace(f: Fixture) {
 fn a_background_job_does_not_hang_the_call(f: Fixture) {
     let started = Instant::now();
     let r = run(&f.env, "sleep 30 & echo \"pids $!\"", 60_000);
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < GENEROUS, "{:?}", started.elapsed());
     assert_eq!(r.exit_code, Some(0));
     let pid = pids_in(&r.stdout)[0];
     assert_gone(pid);
@@ -228,15 +226,14 @@ fn cancelling_kills_the_remote_group(f: Fixture) {
                 .exec_command(&request, &|_, c| tx.send(c.to_vec()).unwrap(), &cancel);
             (r, Instant::now())
         });
-        rx.recv_timeout(Duration::from_secs(20))
-            .expect("the pids arrive");
+        rx.recv_timeout(GENEROUS).expect("the pids arrive");
         let at = Instant::now();
         cancel.cancel();
         let (r, returned) = running.join().unwrap();
         (r.unwrap(), returned - at)
     });
     assert!(result.cancelled && !result.timed_out, "{result:?}");
-    assert!(after_cancel < Duration::from_secs(5), "{after_cancel:?}");
+    assert!(after_cancel < GENEROUS, "{after_cancel:?}");
     for pid in pids_in(&result.stdout) {
         assert_gone(pid);
     }

@@ -9,6 +9,7 @@ use agentloop::session::{
 };
 use serde_json::json;
 
+use support::GENEROUS;
 use support::session::*;
 
 fn stalling_harness() -> Harness {
@@ -58,10 +59,7 @@ fn is_tool_call_start(kind: &EventKind) -> bool {
 fn abort_while_the_model_stalls_mid_stream_ends_the_session_promptly() {
     let mut h = stalling_harness();
     let (events, elapsed) = stop_after(&mut h, is_text_delta, Session::abort, collect_to_end);
-    assert!(
-        elapsed < Duration::from_millis(100),
-        "SESSION_END after {elapsed:?}"
-    );
+    assert!(elapsed < GENEROUS, "SESSION_END after {elapsed:?}");
     assert_eq!(stop_reason(&events), StopReason::Aborted);
     assert!(matches!(
         events.last().unwrap().kind,
@@ -83,10 +81,7 @@ fn abort_while_a_tool_runs_ends_the_session_promptly() {
         let mut h = blocking_harness(parallel);
         let (events, elapsed) =
             stop_after(&mut h, is_tool_call_start, Session::abort, collect_to_end);
-        assert!(
-            elapsed < Duration::from_millis(500),
-            "SESSION_END after {elapsed:?}"
-        );
+        assert!(elapsed < GENEROUS, "SESSION_END after {elapsed:?}");
         assert_eq!(stop_reason(&events), StopReason::Aborted);
         let history = h.session.history();
         assert_eq!(history.check_tool_results(), Ok(()), "parallel={parallel}");
@@ -98,10 +93,7 @@ fn abort_while_a_tool_runs_ends_the_session_promptly() {
 fn interrupt_while_the_model_stalls_returns_to_idle_and_a_following_submit_works() {
     let mut h = stalling_harness();
     let (events, elapsed) = stop_after(&mut h, is_text_delta, Session::interrupt, collect_input);
-    assert!(
-        elapsed < Duration::from_millis(100),
-        "PROCESSING_END after {elapsed:?}"
-    );
+    assert!(elapsed < GENEROUS, "PROCESSING_END after {elapsed:?}");
     assert_eq!(stop_reason(&events), StopReason::Interrupted);
     assert_eq!(h.session.history().check_tool_results(), Ok(()));
     assert_eq!(h.session.state(), SessionState::Idle);
@@ -120,10 +112,7 @@ fn interrupt_while_a_tool_runs_answers_every_pending_call_and_returns_to_idle() 
             Session::interrupt,
             collect_input,
         );
-        assert!(
-            elapsed < Duration::from_millis(500),
-            "PROCESSING_END after {elapsed:?}"
-        );
+        assert!(elapsed < GENEROUS, "PROCESSING_END after {elapsed:?}");
         assert_eq!(stop_reason(&events), StopReason::Interrupted);
         let history = h.session.history();
         assert_eq!(history.check_tool_results(), Ok(()), "parallel={parallel}");
@@ -173,7 +162,7 @@ fn dropping_a_busy_session_returns_promptly() {
     } = h;
     let started = Instant::now();
     drop(session);
-    assert!(started.elapsed() < Duration::from_millis(500));
+    assert!(started.elapsed() < GENEROUS);
     let mut events = events;
     let rest = collect_to_end(&mut events);
     assert!(matches!(

@@ -3,8 +3,9 @@
 //! server stalls, retries and fatal errors through real HTTP.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use agentloop::llm::Client;
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::{
     CloseReason, EventKind, Events, Session, SessionConfig, SessionState, StopReason,
@@ -13,7 +14,7 @@ use serde_json::{Value, json};
 
 use support::session::*;
 use support::session_sse::{anthropic_sse, partial_text_sse};
-use support::{self, FAKE_KEY, Reply, Server};
+use support::{self, FAKE_KEY, GENEROUS, Reply, Server};
 
 pub fn anthropic_profile() -> ProviderProfile {
     ProviderProfile::new("anthropic", "claude-loopback")
@@ -33,10 +34,20 @@ pub fn http_harness(
     profile: ProviderProfile,
     config: SessionConfig,
 ) -> HttpHarness {
+    http_harness_with(replies, profile, config, support::anthropic_client)
+}
+
+/// [`http_harness`] over the client `client_for` builds for the server.
+fn http_harness_with(
+    replies: Vec<Reply>,
+    profile: ProviderProfile,
+    config: SessionConfig,
+    client_for: fn(&Server) -> Client,
+) -> HttpHarness {
     let server = Server::start(replies);
     let dir = tempfile::tempdir().unwrap();
     let env = Arc::new(DirEnv::new(dir.path()));
-    let client = support::anthropic_client(&server);
+    let client = client_for(&server);
     let session = Session::new(profile, env, client, config).unwrap();
     let events = session.events();
     HttpHarness {
@@ -191,12 +202,20 @@ fn rounds_of_one_input_send_identical_system_prompts_and_tools_and_growing_messa
     }
 }
 
+/// A client whose stall timeout outlasts [`GENEROUS`]: a stalled stream that ends within
+/// the ceiling was cut by the session's stop, not by the client's own timeout.
+fn patient_client(server: &Server) -> Client {
+    let http = support::http_options().with_stall_timeout(GENEROUS * 3);
+    support::client_for(support::anthropic(server).with_http_options(http))
+}
+
 #[test]
-fn abort_while_the_server_stalls_mid_stream_ends_the_session_within_100_ms() {
-    let mut h = http_harness(
+fn abort_while_the_server_stalls_mid_stream_ends_the_session_promptly() {
+    let mut h = http_harness_with(
         vec![Reply::sse(partial_text_sse("I am thinking about it")).then_stall()],
         anthropic_profile(),
         SessionConfig::default(),
+        patient_client,
     );
     h.session.submit("go").unwrap();
     collect_until(&mut h.events, |e| {
@@ -206,10 +225,7 @@ fn abort_while_the_server_stalls_mid_stream_ends_the_session_within_100_ms() {
     h.session.abort();
     let events = collect_to_end(&mut h.events);
     let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_millis(100),
-        "SESSION_END after {elapsed:?}"
-    );
+    assert!(elapsed < GENEROUS, "SESSION_END after {elapsed:?}");
     assert!(matches!(
         events.last().unwrap().kind,
         EventKind::SessionEnd {
@@ -218,7 +234,7 @@ fn abort_while_the_server_stalls_mid_stream_ends_the_session_within_100_ms() {
         }
     ));
     assert!(
-        h.server.wait_client_closed(0, HANG).is_some(),
+        h.server.wait_client_closed(0, GENEROUS).is_some(),
         "the socket was closed"
     );
     assert_eq!(h.session.history().check_tool_results(), Ok(()));
@@ -226,13 +242,14 @@ fn abort_while_the_server_stalls_mid_stream_ends_the_session_within_100_ms() {
 
 #[test]
 fn interrupt_while_the_server_stalls_mid_stream_returns_to_idle_and_the_next_submit_works() {
-    let mut h = http_harness(
+    let mut h = http_harness_with(
         vec![
             Reply::sse(partial_text_sse("I am thinking about it")).then_stall(),
             Reply::sse(anthropic_sse("Fresh answer.", &[])),
         ],
         anthropic_profile(),
         SessionConfig::default(),
+        patient_client,
     );
     h.session.submit("go").unwrap();
     collect_until(&mut h.events, |e| {
@@ -242,12 +259,9 @@ fn interrupt_while_the_server_stalls_mid_stream_returns_to_idle_and_the_next_sub
     h.session.interrupt();
     let events = collect_input(&mut h.events);
     let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_millis(100),
-        "PROCESSING_END after {elapsed:?}"
-    );
+    assert!(elapsed < GENEROUS, "PROCESSING_END after {elapsed:?}");
     assert_eq!(stop_reason(&events), StopReason::Interrupted);
-    assert!(h.server.wait_client_closed(0, HANG).is_some());
+    assert!(h.server.wait_client_closed(0, GENEROUS).is_some());
     assert_eq!(h.session.history().check_tool_results(), Ok(()));
     assert_eq!(h.session.state(), SessionState::Idle);
     let outcome = h.session.run("again").unwrap();

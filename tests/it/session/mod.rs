@@ -25,12 +25,13 @@ use agentloop::session::{
 };
 use serde_json::json;
 
+use support::GENEROUS;
 use support::session::*;
 
 #[test]
 fn session_is_created_with_a_profile_and_an_environment() {
     let mut h = harness(vec![]);
-    let first = h.events.recv_timeout(HANG).unwrap();
+    let first = h.events.recv_timeout(GENEROUS).unwrap();
     match &first.kind {
         EventKind::SessionStart { provider, model } => {
             assert_eq!(provider, "scripted");

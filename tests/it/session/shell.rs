@@ -15,6 +15,7 @@ use agentloop::session::{
 use agentloop::tools;
 use serde_json::json;
 
+use support::GENEROUS;
 use support::session::*;
 
 struct ShellHarness {
@@ -76,7 +77,7 @@ fn running(pid: i32) -> bool {
 /// Waits (bounded) until none of `pids` runs: a killed grandchild is reaped by init, not
 /// by us, so its exit cannot be waited for directly.
 fn assert_all_gone(pids: &[i32]) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + GENEROUS;
     while pids.iter().any(|p| running(*p)) {
         assert!(
             Instant::now() < deadline,
@@ -94,7 +95,7 @@ fn sleeper_turns() -> Vec<ScriptedTurn> {
 }
 
 #[test]
-fn abort_while_a_command_sleeps_ends_the_session_within_500_ms_and_kills_its_processes() {
+fn abort_while_a_command_sleeps_ends_the_session_promptly_and_kills_its_processes() {
     let mut h = shell_harness(sleeper_turns(), SessionConfig::default());
     h.session.submit("sleep").unwrap();
     let pids = wait_for_pids(&mut h.events);
@@ -104,10 +105,7 @@ fn abort_while_a_command_sleeps_ends_the_session_within_500_ms_and_kills_its_pro
     h.session.abort();
     let events = collect_to_end(&mut h.events);
     let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_millis(500),
-        "SESSION_END after {elapsed:?}"
-    );
+    assert!(elapsed < GENEROUS, "SESSION_END after {elapsed:?}");
     assert!(matches!(
         events.last().unwrap().kind,
         EventKind::SessionEnd {
@@ -120,7 +118,7 @@ fn abort_while_a_command_sleeps_ends_the_session_within_500_ms_and_kills_its_pro
 }
 
 #[test]
-fn interrupt_while_a_command_sleeps_returns_to_idle_within_500_ms_and_kills_its_processes() {
+fn interrupt_while_a_command_sleeps_returns_to_idle_promptly_and_kills_its_processes() {
     let mut h = shell_harness(sleeper_turns(), SessionConfig::default());
     h.session.submit("sleep").unwrap();
     let pids = wait_for_pids(&mut h.events);
@@ -128,10 +126,7 @@ fn interrupt_while_a_command_sleeps_returns_to_idle_within_500_ms_and_kills_its_
     h.session.interrupt();
     let events = collect_input(&mut h.events);
     let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_millis(500),
-        "PROCESSING_END after {elapsed:?}"
-    );
+    assert!(elapsed < GENEROUS, "PROCESSING_END after {elapsed:?}");
     assert_eq!(stop_reason(&events), StopReason::Interrupted);
     assert_all_gone(&pids);
     let history = h.session.history();

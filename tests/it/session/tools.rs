@@ -1,8 +1,8 @@
 //! Tool execution inside the session: parallel rounds, failures as results, approval,
 //! live output, timeouts handed to tools.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use agentloop::exec::OutputStream;
@@ -12,6 +12,7 @@ use agentloop::session::{Approval, EventKind, SessionConfig, SessionState, StopR
 use agentloop::tools::{ToolInput, ToolOutput};
 use serde_json::{Value, json};
 
+use support::GENEROUS;
 use support::session::*;
 
 /// The tool results the model received in `request`, in message order.
@@ -46,6 +47,28 @@ fn sleeper() -> agentloop::tools::RegisteredTool {
     })
 }
 
+/// A tool whose two calls wait for each other: each counts itself in, then waits for the
+/// other, and answers its `name`, or `alone` when the other never came, which is what
+/// calls run one after another see. It waits half of [`GENEROUS`], so that the input still
+/// ends within the ceiling and the results say what happened.
+fn meeting() -> agentloop::tools::RegisteredTool {
+    let arrived = Arc::new((Mutex::new(0), Condvar::new()));
+    tool("meeting", move |input, _ctx| {
+        let ToolInput::Json(args) = input else {
+            return Err("expected JSON".into());
+        };
+        let (count, changed) = &*arrived;
+        let mut count = count.lock().unwrap();
+        *count += 1;
+        changed.notify_all();
+        let (count, _) = changed
+            .wait_timeout_while(count, GENEROUS / 2, |count| *count < 2)
+            .unwrap();
+        let name = args.get("name").and_then(Value::as_str).unwrap_or("");
+        Ok(ToolOutput::text(if *count < 2 { "alone" } else { name }))
+    })
+}
+
 fn two_sleepers(first_ms: u64, second_ms: u64) -> Vec<ScriptedTurn> {
     vec![
         ScriptedTurn::tool_call("sleeper", json!({"ms": first_ms, "name": "first"}))
@@ -57,22 +80,18 @@ fn two_sleepers(first_ms: u64, second_ms: u64) -> Vec<ScriptedTurn> {
 #[test]
 fn parallel_tool_calls_run_at_the_same_time_and_results_keep_call_order() {
     let profile = profile()
-        .with_tool(sleeper())
+        .with_tool(meeting())
         .with_parallel_tool_calls(true);
-    let mut h = harness_with(
-        ScriptedModel::new(two_sleepers(500, 500)),
-        profile,
-        SessionConfig::default(),
-    );
-    let started = Instant::now();
-    h.session.submit("sleep twice").unwrap();
+    let turns = vec![
+        ScriptedTurn::tool_call("meeting", json!({"name": "first"}))
+            .with_tool_call("meeting", json!({"name": "second"})),
+        ScriptedTurn::text("both done"),
+    ];
+    let mut h = harness_with(ScriptedModel::new(turns), profile, SessionConfig::default());
+    h.session.submit("meet").unwrap();
     let events = collect_input(&mut h.events);
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_millis(900),
-        "two 500 ms calls took {elapsed:?}"
-    );
     assert_eq!(stop_reason(&events), StopReason::Completed);
+    // Each call waited for the other: both answered their name only if they ran at once.
     let results = tool_results(&h.model.requests()[1]);
     let contents: Vec<&str> = results.iter().map(|r| r.content.as_str()).collect();
     assert_eq!(contents, ["first", "second"]);

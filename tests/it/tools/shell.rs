@@ -12,6 +12,8 @@ use agentloop::tools::{ToolContext, ToolRegistry, shell};
 use agentloop::unstable::{ToolOutcome, prepare_call};
 use serde_json::{Value, json};
 
+use support::GENEROUS;
+
 const TIMEOUT_MESSAGE_TAIL: &str = "ms. Partial output is shown above.\nYou can retry with a longer timeout by setting the timeout_ms parameter.]";
 
 fn run(ctx: &ToolContext<'_>, arguments: Value) -> ToolOutcome {
@@ -90,11 +92,7 @@ fn a_command_without_output_says_so() {
 fn a_timeout_is_an_error_with_partial_output_and_the_spec_message() {
     let started = Instant::now();
     let outcome = run_shell(json!({"command": "echo partial; sleep 30", "timeout_ms": 400}));
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < GENEROUS, "took {:?}", started.elapsed());
     assert!(outcome.is_error, "{}", outcome.text);
     assert!(
         outcome.text.contains("<stdout>\npartial\n</stdout>"),
@@ -166,7 +164,7 @@ fn output_reaches_the_context_callback_live_and_cancel_interrupts() {
             })
             .expect("spawn the call thread");
         let (stream, chunk) = chunk_rx
-            .recv_timeout(Duration::from_secs(10))
+            .recv_timeout(GENEROUS)
             .expect("the first output arrives while the command runs");
         assert_eq!(
             (stream, chunk.as_slice()),
@@ -177,10 +175,7 @@ fn output_reaches_the_context_callback_live_and_cancel_interrupts() {
         let (outcome, returned_at) = running.join().expect("the call thread");
         (outcome, returned_at - cancelled_at)
     });
-    assert!(
-        after_cancel < Duration::from_secs(5),
-        "took {after_cancel:?}"
-    );
+    assert!(after_cancel < GENEROUS, "took {after_cancel:?}");
     assert!(outcome.is_error, "{}", outcome.text);
     assert!(
         outcome.text.contains("<stdout>\nstarted\n</stdout>"),

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::{agentloop, run_command};
 use support::providers::{GEMINI_KEY, OPENAI_KEY};
 use support::turns;
-use support::{FAKE_KEY, Reply, Server, conformance};
+use support::{FAKE_KEY, GENEROUS, Reply, Server, conformance};
 
 /// A corpus folder, the CLI provider that speaks its format, and how to answer later calls.
 struct Folder {
@@ -226,7 +226,7 @@ fn every_recorded_capture_gives_its_expected_result_through_the_cli_json_events(
         let folder = folder_of_error(&capture);
         let started = std::time::Instant::now();
         let events = events_for(folder, error_reply(&capture, &expected), extra);
-        if long_wait && started.elapsed() > std::time::Duration::from_secs(20) {
+        if long_wait && started.elapsed() >= GENEROUS {
             failures.push(format!(
                 "{}: the CLI waited {:?} despite --max-retry-wait 5",
                 capture.display(),

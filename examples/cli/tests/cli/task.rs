@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -392,7 +392,7 @@ fn ctrl_c_during_a_command_kills_it_shuts_down_and_exits_130() {
     lines.extend(line_rx.try_iter());
     assert_eq!(status.code(), Some(130), "{lines:#?}");
     // Far below the 30 s of the sleep and its 60 s timeout.
-    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert!(took < GENEROUS, "took {took:?}");
     let events: Vec<Value> = lines
         .iter()
         .map(|l| serde_json::from_str(l).unwrap())
