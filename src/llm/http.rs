@@ -113,6 +113,11 @@ impl HttpOptions {
             .timeout_per_read(Some(self.stall_timeout))
             .user_agent(concat!("agentloop/", env!("CARGO_PKG_VERSION")))
             .max_redirects(0)
+            // A request leaves as several writes (the header, then the body in pieces of
+            // the output buffer): with Nagle's algorithm a short last piece would wait for
+            // the server to acknowledge an earlier one, up to a round trip per model call.
+            // ureq's own default is the same today; set here so that no default can change it.
+            .no_delay(true)
             // ureq zero-fills both buffers (128 KiB each by default) for every connection:
             // 64 fresh pages per request. The response header must fit in the input buffer
             // (16 KiB, see `INPUT_BUFFER`); the output buffer holds our request header and

@@ -1,6 +1,6 @@
 //! The test support crate (`support`, of the `agentloop-tests` package): a loopback HTTP
 //! server and a raw one for broken servers, the conformance checker, SSE and turn builders,
-//! client builders, the session helpers, the parity kit, the file-tree helpers, a private
+//! client builders, the session helpers, the process's own sockets, the parity kit, the file-tree helpers, a private
 //! sshd, and running the repository's programs. Shared by the `it` tests, the CLI's tests
 //! and the bench; never part of the library.
 
@@ -19,6 +19,7 @@ pub mod served;
 pub mod server;
 pub mod session;
 pub mod session_sse;
+pub mod sockets;
 pub mod sshd;
 pub mod tools_tree;
 pub mod tree_cases;

@@ -342,6 +342,11 @@ impl Server {
         format!("http://{}", self.addr)
     }
 
+    /// The port the server listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.lock().requests.clone()

@@ -199,3 +199,29 @@ fn a_body_trickling_on_after_its_last_event_is_dropped_by_the_stall_timeout() {
         "the trickling connection was dropped"
     );
 }
+
+#[test]
+fn model_requests_go_out_on_sockets_with_tcp_nodelay_in_every_format() {
+    // The server holds each request unanswered, so the client's socket is open while its
+    // options are read from this process's own descriptors.
+    for format in formats() {
+        let server = Server::start(vec![Reply::stall()]);
+        let client = client(&format, &server).with_retry_policy(RetryPolicy::none());
+        let cancel = CancelToken::new();
+        let waiting = {
+            let cancel = cancel.clone();
+            std::thread::spawn(move || client.complete_with_cancel(&request(), &cancel))
+        };
+        server.wait_for_requests(1, GENEROUS);
+        let sockets = support::sockets::nodelay_of_connections_to(server.port());
+        cancel.cancel();
+        let result = waiting.join().unwrap();
+        assert_eq!(result.unwrap_err().kind(), ErrorKind::Aborted);
+        assert_eq!(
+            sockets,
+            [true],
+            "{}: the client's connection and its TCP_NODELAY",
+            format.name
+        );
+    }
+}
