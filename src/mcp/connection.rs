@@ -29,6 +29,16 @@ pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 pub(crate) trait Outbound: Send + Sync {
     /// Sends `message`; `cancel`, when given, may end a send that blocks (HTTP).
     fn send(&self, message: &Value, cancel: Option<&CancelToken>) -> Result<(), String>;
+    /// [`send`](Self::send) of a request whose answer may keep the server silent for at
+    /// most `timeout`: a transport whose send waits for the answer (HTTP) gives up then.
+    fn send_request(
+        &self,
+        message: &Value,
+        cancel: Option<&CancelToken>,
+        _timeout: Duration,
+    ) -> Result<(), String> {
+        self.send(message, cancel)
+    }
     /// Stops the transport (ends the server process, closes sockets); idempotent.
     fn shutdown(&self);
     /// What the server said on stderr lately (stdio), for error messages.
@@ -311,9 +321,12 @@ impl Connection {
         let _guard = cancel.on_cancel(move || {
             let _ = stop_tx.try_send(());
         });
-        let result = match self.out.send(&message, Some(cancel)) {
+        let sent = Instant::now();
+        let result = match self.out.send_request(&message, Some(cancel), timeout) {
             Ok(()) => wait(&reply_rx, &bump_rx, &stop_rx, timeout),
             Err(_) if cancel.is_cancelled() => Err(RpcFailure::Cancelled),
+            // A send that waited for the answer (HTTP) and gave up at the timeout.
+            Err(_) if sent.elapsed() >= timeout => Err(RpcFailure::Timeout(timeout)),
             Err(why) => Err(RpcFailure::Send(why)),
         };
         lock(&self.inbound.pending).remove(&id);

@@ -24,8 +24,18 @@ const MAX_BODY: u64 = 64 * 1024 * 1024;
 /// How many times one SSE answer stream is resumed after it ended early.
 const MAX_RESUMES: usize = 5;
 
-/// An SSE stream ended before the awaited answer.
-struct Ended;
+/// How long a server may take to take a notification or a response (`202 Accepted` at
+/// once, as a rule): a server that holds them cannot hold a startup or a cancelled call
+/// much past its own timeout.
+const NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why an SSE stream gave no answer.
+enum Ended {
+    /// It ended (or broke) before the awaited answer: it may be resumed.
+    Early,
+    /// It sent an event over the parser's cap: the stream is hostile, never resumed.
+    Overflowed,
+}
 
 /// The HTTP side of a [`Connection`].
 pub(crate) struct HttpTransport {
@@ -61,11 +71,20 @@ impl HttpTransport {
             .user_agent(concat!("agentloop/", env!("CARGO_PKG_VERSION")))
             .max_redirects(0)
             .proxy(None)
+            // Small JSON-RPC messages, each awaited: never held back by Nagle's algorithm.
+            .no_delay(true)
             .build()
             .new_agent()
     }
 
-    fn post(&self, message: &Value, cancel: Option<&CancelToken>) -> Result<(), String> {
+    /// POSTs `message`; with a `timeout`, the server may stay silent for at most that long
+    /// (before its answer's headers, and between two reads of its body).
+    fn post(
+        &self,
+        message: &Value,
+        cancel: Option<&CancelToken>,
+        timeout: Option<Duration>,
+    ) -> Result<(), String> {
         let agent = self.agent();
         let _guard = cancel.map(|cancel| {
             let agent = agent.clone();
@@ -76,6 +95,13 @@ impl HttpTransport {
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
+        if let Some(timeout) = timeout {
+            request = request
+                .config()
+                .timeout_recv_response(Some(timeout))
+                .timeout_per_read(Some(timeout))
+                .build();
+        }
         let version = lock(&self.version).clone();
         if !version.is_empty() {
             request = request.header("mcp-protocol-version", version.as_str());
@@ -174,7 +200,7 @@ impl HttpTransport {
         let mut last_id = None;
         let mut outcome = self.read_stream(reader, want, &mut parser, &mut last_id);
         for _ in 0..MAX_RESUMES {
-            let Err(Ended) = outcome else { break };
+            let Err(Ended::Early) = outcome else { break };
             let Some(id) = last_id.clone() else { break };
             let delay = Duration::from_millis(parser.retry().unwrap_or(1000).min(30_000));
             match cancel {
@@ -206,9 +232,13 @@ impl HttpTransport {
             let reader = response.into_body().into_reader();
             outcome = self.read_stream(reader, want, &mut parser, &mut last_id);
         }
-        outcome.or_else(|Ended| match want {
-            Some(_) => Err("the SSE stream ended without an answer".to_string()),
-            None => Ok(()),
+        outcome.or_else(|ended| match (ended, want) {
+            (Ended::Overflowed, _) => Err(format!(
+                "the SSE stream sent a line or an event over {} MiB; it was ended",
+                sse::MAX_EVENT_BYTES / (1024 * 1024)
+            )),
+            (Ended::Early, Some(_)) => Err("the SSE stream ended without an answer".to_string()),
+            (Ended::Early, None) => Ok(()),
         })
     }
 
@@ -230,6 +260,9 @@ impl HttpTransport {
             } else {
                 parser.feed(&buf[..n], &mut events);
             }
+            if parser.overflowed() {
+                return Err(Ended::Overflowed);
+            }
             for event in events.drain(..) {
                 if event.id.is_some() {
                     last_id.clone_from(&event.id);
@@ -245,7 +278,7 @@ impl HttpTransport {
                 }
             }
             if n == 0 {
-                return Err(Ended);
+                return Err(Ended::Early);
             }
         }
     }
@@ -253,7 +286,18 @@ impl HttpTransport {
 
 impl Outbound for HttpTransport {
     fn send(&self, message: &Value, cancel: Option<&CancelToken>) -> Result<(), String> {
-        self.post(message, cancel)
+        let request = message.get("method").is_some() && message.get("id").is_some();
+        let timeout = (!request).then(|| NOTICE_TIMEOUT.min(self.read_timeout));
+        self.post(message, cancel, timeout)
+    }
+
+    fn send_request(
+        &self,
+        message: &Value,
+        cancel: Option<&CancelToken>,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        self.post(message, cancel, Some(timeout))
     }
 
     fn shutdown(&self) {
@@ -265,6 +309,7 @@ impl Outbound for HttpTransport {
             .timeout_global(Some(Duration::from_secs(2)))
             .http_status_as_error(false)
             .proxy(None)
+            .no_delay(true)
             .build()
             .new_agent();
         let _ = agent

@@ -11,6 +11,10 @@
 //! - **Startup** runs in parallel, off the host's thread: the first model call waits for
 //!   each server at most its `startup_timeout`; a server that fails or is late is reported
 //!   by a `WARNING` event (code `"mcp"`, with its stderr tail) and the session goes on.
+//!   Over HTTP each request's POST waits for its answer no longer than the request's own
+//!   timeout, and a notification's at most 1 s, so a server that never answers is left out
+//!   at its startup timeout too. A stdio line over 64 MiB, or an SSE event over 16 MiB,
+//!   ends the connection at once with an error naming the cap.
 //! - **Eras**: `server/discover` first (`2026-07-28`, every request then carries the
 //!   `io.modelcontextprotocol/*` `_meta` keys); on any error other than −32022, or no answer
 //!   within two thirds of the startup timeout (a slow-starting server is not mistaken for

@@ -1,9 +1,10 @@
-//! The MCP client: our scripted fake server (faults, both eras), the official servers
-//! installed by `.ci/run`, and the official conformance runner.
+//! The MCP client: our scripted fake server (faults, both eras), hostile transports, the
+//! official servers installed by `.ci/run`, and the official conformance runner.
 
 mod conformance;
 mod fake;
 mod real;
+mod transports;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
