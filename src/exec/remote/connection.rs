@@ -26,6 +26,9 @@ use crate::exec::process::child::{StdioChild, StdioChildSpec};
 /// How long a closed connection waits for the server to exit on its own (it ends its
 /// running commands first) before its group is terminated.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
+/// The SIGTERM → SIGKILL grace of a transport ended for breaking the protocol or the
+/// handshake: it runs no command of ours, so it gets no time to end any.
+const ABANDON_GRACE: Duration = Duration::from_millis(200);
 
 /// What the reader hands a waiting call.
 pub(crate) enum Incoming {
@@ -49,7 +52,8 @@ struct Pending {
 /// A running exec-server connection.
 pub(crate) struct Connection {
     label: String,
-    child: Mutex<StdioChild>,
+    /// Shared with the reader, which ends the transport when it breaks the protocol.
+    child: Arc<Mutex<StdioChild>>,
     stdin: Mutex<Option<ChildStdin>>,
     pending: Arc<Mutex<Pending>>,
     next_id: AtomicU64,
@@ -71,17 +75,29 @@ impl Connection {
         let pending = Arc::new(Mutex::new(Pending::default()));
         let shared = Arc::clone(&pending);
         let name = label.to_string();
+        let child = Arc::new(Mutex::new(child));
+        let transport = Arc::clone(&child);
         let reader = thread::Builder::new()
             .name("agentloop-remote-reader".to_string())
             .stack_size(256 * 1024)
-            .spawn(move || read_loop(BufReader::with_capacity(64 * 1024, stdout), &shared, &name))
+            .spawn(move || {
+                let reason = read_loop(BufReader::with_capacity(64 * 1024, stdout), &shared, &name);
+                // A server that broke the protocol (a line over the cap, not JSON) is not
+                // left writing: its group is ended now, not when the next call notices.
+                if matches!(
+                    reason,
+                    RemoteError::LineTooLong { .. } | RemoteError::Malformed { .. }
+                ) {
+                    lock_child(&transport).terminate(ABANDON_GRACE);
+                }
+            })
             .map_err(|e| RemoteError::Spawn {
                 transport: label.to_string(),
                 detail: e.to_string(),
             })?;
         Ok(Connection {
             label: label.to_string(),
-            child: Mutex::new(child),
+            child,
             stdin: Mutex::new(stdin),
             pending,
             next_id: AtomicU64::new(1),
@@ -91,7 +107,13 @@ impl Connection {
 
     /// The transport child's process id.
     pub(crate) fn pid(&self) -> u32 {
-        self.child.lock().unwrap_or_else(|e| e.into_inner()).id()
+        lock_child(&self.child).id()
+    }
+
+    /// Ends the transport's group now (SIGTERM, a short grace, SIGKILL): for a connection
+    /// whose handshake failed, which runs nothing that needs time to end.
+    pub(crate) fn abandon(&self) {
+        lock_child(&self.child).terminate(ABANDON_GRACE);
     }
 
     /// Whether the connection has ended.
@@ -167,11 +189,8 @@ impl Connection {
 
     /// The last lines of the transport's stderr, for error messages.
     pub(crate) fn stderr_note(&self) -> String {
-        let tail = self
-            .child
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .stderr_tail_after_exit(std::time::Duration::from_millis(250));
+        let tail =
+            lock_child(&self.child).stderr_tail_after_exit(std::time::Duration::from_millis(250));
         let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
         let last = &lines[lines.len().saturating_sub(3)..];
         if last.is_empty() {
@@ -192,7 +211,7 @@ impl Drop for Connection {
         // End of input asks the server to end its commands and exit; it gets a moment to
         // do so before its whole group is terminated.
         self.stdin.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = lock_child(&self.child);
         let deadline = Instant::now() + EXIT_WAIT;
         while child.try_exited().is_none() && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(2));
@@ -211,8 +230,13 @@ pub(crate) struct Call {
     pub(crate) rx: Receiver<Incoming>,
 }
 
-/// Reads the server's lines until the end, dispatching each to its caller.
-fn read_loop(mut reader: impl io::BufRead, pending: &Mutex<Pending>, label: &str) {
+fn lock_child(child: &Mutex<StdioChild>) -> std::sync::MutexGuard<'_, StdioChild> {
+    child.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reads the server's lines until the end, dispatching each to its caller; returns why it
+/// stopped (every waiting call has been told).
+fn read_loop(mut reader: impl io::BufRead, pending: &Mutex<Pending>, label: &str) -> RemoteError {
     let mut buf = Vec::new();
     let reason = loop {
         match protocol::read_line(&mut reader, &mut buf, MAX_LINE) {
@@ -244,6 +268,7 @@ fn read_loop(mut reader: impl io::BufRead, pending: &Mutex<Pending>, label: &str
     for (_, waiting) in pending.waiting.drain() {
         let _ = waiting.send(Incoming::Closed(reason.clone()));
     }
+    reason
 }
 
 /// Hands one line to its caller; `Err` when it is not the protocol.

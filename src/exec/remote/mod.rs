@@ -39,6 +39,11 @@ pub use server::SERVER_NAME;
 pub const DEFAULT_SERVER_COMMAND: &str = "agentloop-exec-server";
 /// How long a call other than a command may go unanswered before it fails.
 const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a new connection waits for the server's answer to `hello`: an ssh key
+/// exchange and login shell took about 1.1 s here, a `podman exec` well under that, so
+/// this leaves a slow link and a busy cluster room while a transport that never starts the
+/// server (a prompt, a wrong command, a shell printing a banner forever) fails in seconds.
+pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(20);
 /// Slack a command's answer gets beyond its timeout and kill grace.
 const COMMAND_SLACK: Duration = Duration::from_secs(30);
 
@@ -80,6 +85,16 @@ pub enum RemoteError {
         /// Ours.
         client_version: u64,
     },
+    /// The transport started but no `hello` answer came within its
+    /// [`hello_timeout`](Transport::hello_timeout).
+    NoHello {
+        /// The transport, as its label shows it.
+        transport: String,
+        /// How long it waited.
+        waited: Duration,
+        /// The transport's stderr tail, if it said anything.
+        detail: String,
+    },
     /// The server did not answer in time.
     NoAnswer {
         /// The method called.
@@ -112,7 +127,7 @@ impl RemoteError {
                 io::ErrorKind::InvalidData
             }
             RemoteError::Version { .. } => io::ErrorKind::Unsupported,
-            RemoteError::NoAnswer { .. } => io::ErrorKind::TimedOut,
+            RemoteError::NoAnswer { .. } | RemoteError::NoHello { .. } => io::ErrorKind::TimedOut,
             RemoteError::Refused { .. } => io::ErrorKind::InvalidInput,
         }
     }
@@ -135,9 +150,22 @@ impl fmt::Display for RemoteError {
             RemoteError::Malformed { detail } => {
                 write!(f, "the exec-server broke the protocol: {detail}")
             }
-            RemoteError::LineTooLong { limit } => {
-                write!(f, "an exec-server protocol line exceeded {limit} bytes")
-            }
+            RemoteError::LineTooLong { limit } => write!(
+                f,
+                "the exec-server sent a protocol line over the {limit}-byte cap; the \
+                 connection was ended, the next call reconnects"
+            ),
+            RemoteError::NoHello {
+                transport,
+                waited,
+                detail,
+            } => write!(
+                f,
+                "the exec-server transport `{transport}` gave no answer to `hello` within \
+                 {} s (its hello timeout): is the exec-server what it runs, and does \
+                 nothing wait for input?{detail}",
+                waited.as_secs_f64()
+            ),
             RemoteError::Version {
                 server,
                 server_version,
@@ -184,6 +212,9 @@ pub struct Transport {
     pub env: BTreeMap<String, String>,
     /// How headers and errors name it (`ssh://user@host:2222`, `podman exec -i ctr`).
     pub label: String,
+    /// How long each connection waits for the server's `hello` answer
+    /// ([`DEFAULT_HELLO_TIMEOUT`] unless set); the transport is ended when it passes.
+    pub hello_timeout: Duration,
 }
 
 impl fmt::Debug for Transport {
@@ -193,6 +224,7 @@ impl fmt::Debug for Transport {
             .field("argv", &self.argv)
             .field("variables", &self.env.len())
             .field("label", &self.label)
+            .field("hello_timeout", &self.hello_timeout)
             .finish()
     }
 }
@@ -210,6 +242,7 @@ impl Transport {
             argv,
             env: env::filter(&base, &EnvPolicy::default()),
             label,
+            hello_timeout: DEFAULT_HELLO_TIMEOUT,
         }
     }
 
@@ -306,6 +339,12 @@ impl Transport {
     /// Replaces the label.
     pub fn with_label(mut self, label: impl Into<String>) -> Transport {
         self.label = label.into();
+        self
+    }
+
+    /// Sets [`hello_timeout`](Self::hello_timeout).
+    pub fn with_hello_timeout(mut self, timeout: Duration) -> Transport {
+        self.hello_timeout = timeout;
         self
     }
 }
@@ -464,18 +503,30 @@ fn handshake(
         name: "exec-server",
     };
     let connection = Connection::open(&spec, &transport.label)?;
+    // A failed handshake leaves no command running: the transport is ended at once.
+    let info = hello(&connection, transport, working_dir).inspect_err(|_| connection.abandon())?;
+    Ok((connection, info))
+}
+
+/// Says hello on a new connection; what the server said about itself.
+fn hello(
+    connection: &Connection,
+    transport: &Transport,
+    working_dir: Option<&Path>,
+) -> Result<ServerInfo, RemoteError> {
     let mut params = json!({"protocol_version": PROTOCOL_VERSION, "client": SERVER_NAME});
     if let Some(dir) = working_dir {
         params["working_directory"] = json!(dir.to_string_lossy());
     }
     let call = connection.start("hello", params)?;
-    let waited = DEFAULT_CALL_TIMEOUT;
+    let waited = transport.hello_timeout;
     let incoming = call
         .rx
         .recv_timeout(waited)
-        .map_err(|_| RemoteError::NoAnswer {
-            method: "hello".to_string(),
+        .map_err(|_| RemoteError::NoHello {
+            transport: transport.label.clone(),
             waited,
+            detail: connection.stderr_note(),
         })?;
     let version_error = |server: &str, version: u64| RemoteError::Version {
         server: server.to_string(),
@@ -498,7 +549,7 @@ fn handshake(
                 message,
             });
         }
-        Incoming::Closed(reason) => return Err(with_stderr(reason, &connection)),
+        Incoming::Closed(reason) => return Err(with_stderr(reason, connection)),
         Incoming::Output(..) => {
             return Err(RemoteError::Malformed {
                 detail: "output before the handshake".to_string(),
@@ -525,7 +576,7 @@ fn handshake(
             u64_field(&result, "max_command_timeout_ms").map_err(malformed)?,
         ),
     };
-    Ok((connection, info))
+    Ok(info)
 }
 
 /// A lost connection's error, with the transport's last words when the reader had none.

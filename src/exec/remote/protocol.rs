@@ -95,21 +95,23 @@ pub(crate) const BUSY: i64 = -32003;
 pub(crate) enum Line {
     /// A complete line (without its `\n`) is in the buffer.
     Complete,
-    /// The line exceeded the cap; it was consumed up to its `\n` and dropped.
+    /// The line passed the cap: it was returned at once, the buffer cleared and the rest
+    /// of the line left unread ([`skip_line`] drops it).
     TooLong,
     /// End of input (a partial last line without `\n` is dropped).
     Eof,
 }
 
 /// Reads one `\n`-terminated line into `buf` (cleared first), never holding more than
-/// `cap` bytes of it.
+/// `cap` bytes of it: a longer line is [`Line::TooLong`] as soon as its first `cap + 1`
+/// bytes arrived, so that a peer writing without end is found out at the cap, not when it
+/// stops.
 pub(crate) fn read_line(
     reader: &mut impl BufRead,
     buf: &mut Vec<u8>,
     cap: usize,
 ) -> io::Result<Line> {
     buf.clear();
-    let mut too_long = false;
     loop {
         let available = match reader.fill_buf() {
             Ok(bytes) => bytes,
@@ -123,22 +125,40 @@ pub(crate) fn read_line(
             Some(at) => (&available[..at], Some(at + 1)),
             None => (available, None),
         };
-        if !too_long {
-            if buf.len() + chunk.len() > cap {
-                too_long = true;
-                buf.clear();
-            } else {
-                buf.extend_from_slice(chunk);
-            }
+        if buf.len() + chunk.len() > cap {
+            buf.clear();
+            return Ok(Line::TooLong);
         }
+        buf.extend_from_slice(chunk);
         let used = done.unwrap_or(available.len());
         reader.consume(used);
         if done.is_some() {
-            return Ok(if too_long {
-                Line::TooLong
-            } else {
-                Line::Complete
-            });
+            return Ok(Line::Complete);
+        }
+    }
+}
+
+/// Drops input up to and including the next `\n`: what follows a [`Line::TooLong`] for a
+/// reader that goes on. `false` at end of input.
+pub(crate) fn skip_line(reader: &mut impl BufRead) -> io::Result<bool> {
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(false);
+        }
+        match crate::bytes::find(b'\n', available) {
+            Some(at) => {
+                reader.consume(at + 1);
+                return Ok(true);
+            }
+            None => {
+                let all = available.len();
+                reader.consume(all);
+            }
         }
     }
 }
@@ -217,17 +237,29 @@ mod tests {
     }
 
     #[test]
-    fn a_line_over_the_cap_is_skipped_and_the_next_one_read() {
+    fn a_line_over_the_cap_is_found_at_the_cap_and_can_be_skipped() {
         let input = format!("{}\nshort\npartial", "x".repeat(100));
         let mut reader = io::BufReader::with_capacity(7, input.as_bytes());
         let mut buf = Vec::new();
         assert_eq!(read_line(&mut reader, &mut buf, 10).unwrap(), Line::TooLong);
+        assert!(buf.is_empty());
+        assert!(skip_line(&mut reader).unwrap());
         assert_eq!(
             read_line(&mut reader, &mut buf, 10).unwrap(),
             Line::Complete
         );
         assert_eq!(buf, b"short");
         assert_eq!(read_line(&mut reader, &mut buf, 10).unwrap(), Line::Eof);
+    }
+
+    #[test]
+    fn a_line_without_end_is_too_long_before_its_end_arrives() {
+        // An endless line: the read returns at the cap, having consumed no more than that.
+        let mut reader = io::Cursor::new(vec![b'x'; 1000]);
+        let mut buf = Vec::new();
+        assert_eq!(read_line(&mut reader, &mut buf, 10).unwrap(), Line::TooLong);
+        assert!(reader.position() <= 10, "{}", reader.position());
+        assert!(!skip_line(&mut reader).unwrap(), "no newline: end of input");
     }
 
     #[test]

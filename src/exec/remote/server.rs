@@ -103,7 +103,11 @@ fn run<R: BufRead, W: Write + Send>(
                 Ok(Line::TooLong) => {
                     let message = format!("protocol line longer than {MAX_LINE} bytes");
                     server.send(&error_response(&Value::Null, PARSE_ERROR, &message, None));
-                    continue;
+                    // The client's line is dropped; the next one is served.
+                    match skip_line(&mut input) {
+                        Ok(true) => continue,
+                        Ok(false) | Err(_) => break,
+                    }
                 }
                 Ok(Line::Eof) | Err(_) => break,
             };

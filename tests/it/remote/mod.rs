@@ -1,7 +1,7 @@
 //! RemoteExecutionEnvironment against real exec-servers: the CLI package's
 //! `agentloop-exec-server` as a direct child (every run) and behind a private `sshd` on
 //! 127.0.0.1 (when Debian's `openssh-server` is installed; required under
-//! `AGENTLOOP_CI=1`).
+//! `AGENTLOOP_CI=1`); hostile transports (floods, no `hello`) in `hostile.rs`.
 //!
 //! The sshd is started by the tests themselves: throwaway host and user keys made with
 //! `ssh-keygen` in a temp dir, a free high port, `ListenAddress 127.0.0.1`, its own config
@@ -10,6 +10,7 @@
 //! that nothing is left running there.
 
 mod faults;
+mod hostile;
 mod session;
 mod suite;
 
