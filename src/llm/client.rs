@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result};
-use crate::llm::{Request, Response, StreamEvent};
+use crate::llm::{HttpOptions, Request, Response, StreamEvent};
 
 /// A source of model responses: an HTTP wire format, the scripted model, or a host's own.
 ///
@@ -292,7 +292,7 @@ impl Client {
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Client> {
         let mut client = Client::new();
         for id in ENV_PROVIDERS {
-            if let Some(provider) = env_provider(id, &var)? {
+            if let Some(provider) = env_provider(id, &var, &HttpOptions::default())? {
                 client.register(provider);
             }
         }
@@ -316,6 +316,16 @@ impl Client {
     /// provider's key (for `openai-chat`, its base URL) is missing, when a base URL is
     /// malformed, or when `id` is not one of the four.
     pub fn from_vars_for(id: &str, var: impl Fn(&str) -> Option<String>) -> Result<Client> {
+        Client::from_vars_for_with(id, var, &HttpOptions::default())
+    }
+
+    /// [`from_vars_for`](Self::from_vars_for) with the provider's timeouts and transport
+    /// settings set to `http` (a CLI's `--stream-idle-timeout`, a proxy choice).
+    pub fn from_vars_for_with(
+        id: &str,
+        var: impl Fn(&str) -> Option<String>,
+        http: &HttpOptions,
+    ) -> Result<Client> {
         if !ENV_PROVIDERS.contains(&id) {
             return Err(Error::new(
                 ErrorKind::Configuration,
@@ -325,7 +335,7 @@ impl Client {
                 ),
             ));
         }
-        match env_provider(id, &var)? {
+        match env_provider(id, &var, http)? {
             Some(provider) => Ok(Client::new().with_provider_arc(provider)),
             None => Err(Error::new(
                 ErrorKind::Configuration,
@@ -442,6 +452,7 @@ fn required_vars(id: &str) -> &'static str {
 fn env_provider(
     id: &str,
     var: &dyn Fn(&str) -> Option<String>,
+    http: &HttpOptions,
 ) -> Result<Option<Arc<dyn Provider>>> {
     let get = |name: &str| var(name).filter(|v| !v.trim().is_empty());
     // The first of `names` that is set, checked as a base URL.
@@ -459,7 +470,8 @@ fn env_provider(
             let Some(key) = get("ANTHROPIC_API_KEY") else {
                 return Ok(None);
             };
-            let mut provider = crate::llm::anthropic::Anthropic::new(key);
+            let mut provider =
+                crate::llm::anthropic::Anthropic::new(key).with_http_options(http.clone());
             if let Some(url) = url(&["ANTHROPIC_BASE_URL"])? {
                 provider = provider.with_base_url(url);
             }
@@ -469,7 +481,7 @@ fn env_provider(
             let Some(key) = get("OPENAI_API_KEY") else {
                 return Ok(None);
             };
-            let mut provider = crate::llm::openai::OpenAi::new(key);
+            let mut provider = crate::llm::openai::OpenAi::new(key).with_http_options(http.clone());
             if let Some(url) = url(&["OPENAI_BASE_URL"])? {
                 provider = provider.with_base_url(url);
             }
@@ -485,7 +497,7 @@ fn env_provider(
             let Some(key) = get("GEMINI_API_KEY").or_else(|| get("GOOGLE_API_KEY")) else {
                 return Ok(None);
             };
-            let mut provider = crate::llm::gemini::Gemini::new(key);
+            let mut provider = crate::llm::gemini::Gemini::new(key).with_http_options(http.clone());
             if let Some(url) = url(&["GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"])? {
                 provider = provider.with_base_url(url);
             }
@@ -495,7 +507,8 @@ fn env_provider(
             let Some(base) = url(&["OPENAI_COMPATIBLE_BASE_URL"])? else {
                 return Ok(None);
             };
-            let mut provider = crate::llm::openai_chat::OpenAiChat::compatible(base);
+            let mut provider = crate::llm::openai_chat::OpenAiChat::compatible(base)
+                .with_http_options(http.clone());
             if let Some(key) = get("OPENAI_COMPATIBLE_API_KEY") {
                 provider = provider.with_api_key(key);
             }

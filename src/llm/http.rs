@@ -505,8 +505,10 @@ impl HttpEventStream {
                     return Err(Error::new(
                         ErrorKind::Timeout,
                         format!(
-                            "the stream sent no event for {}: only keep-alive data arrived",
-                            seconds(quiet)
+                            "the stream sent no event for {} (the progress timeout, {}): only \
+                             keep-alive data arrived",
+                            seconds(quiet),
+                            seconds(self.options.progress_timeout)
                         ),
                     )
                     .with_provider(&self.provider));

@@ -42,6 +42,9 @@ OPTIONS:
     --timeout-ms MS         default timeout of shell commands (default 10000)
     --max-retry-wait SECS   the longest wait before retrying a failed model call
                             (default 60); a retry-after asking for more fails at once
+    --stream-idle-timeout SECS
+                            end a model stream that sends no event for SECS seconds
+                            while data (keep-alive comments) still arrives (default 300)
     --approve MODE          auto: run every tool call (default)
                             ask: ask on the terminal before each shell command or write
                             (refused when there is no terminal)
@@ -163,6 +166,8 @@ pub struct Options {
     pub timeout_ms: Option<u64>,
     /// `--max-retry-wait`: the longest retry-after honoured, in seconds.
     pub max_retry_wait: Option<u64>,
+    /// `--stream-idle-timeout`: the stream's progress timeout, in seconds.
+    pub stream_idle_timeout: Option<u64>,
     pub approve: ApproveMode,
     /// `--sandbox`: `read-only`, `workspace-write` or `full-access` (`None`: the default).
     pub sandbox: Option<String>,
@@ -301,6 +306,13 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 options.timeout_ms = Some(ms);
             }
             "--max-retry-wait" => options.max_retry_wait = Some(number(&name, &value("seconds")?)?),
+            "--stream-idle-timeout" => {
+                let secs: u64 = number(&name, &value("seconds")?)?;
+                if secs == 0 {
+                    return Err(usage("--stream-idle-timeout must be at least 1 second"));
+                }
+                options.stream_idle_timeout = Some(secs);
+            }
             "--reasoning-effort" => {
                 options.reasoning_effort = Some(non_empty(&name, value("low, medium or high")?)?)
             }
@@ -387,6 +399,9 @@ mod tests {
             Some(5)
         );
         assert_eq!(run(&["go"]).unwrap().max_retry_wait, None);
+        let idle = run(&["--stream-idle-timeout", "20", "go"]).unwrap();
+        assert_eq!(idle.stream_idle_timeout, Some(20));
+        assert!(run(&["--stream-idle-timeout", "0", "go"]).is_err());
         assert!(run(&["--max-retry-wait", "soon", "go"]).is_err());
     }
 

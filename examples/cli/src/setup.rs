@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agentloop::llm::Client;
+use agentloop::llm::{Client, HttpOptions};
 use agentloop::profiles::{self, ProviderProfile};
 use agentloop::session::transcript::Transcript;
 
@@ -258,18 +258,26 @@ pub fn resolve(
         // One implementation of "variables to a provider": the library's. The base URL it
         // read is where requests go (for the header line).
         let read_url = std::cell::RefCell::new(None);
-        let client = Client::from_vars_for(id, |name| {
-            let value = vars
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.clone())
-                .or_else(|| passed_through(provider, name).then(|| var(name)).flatten());
-            let mut read_url = read_url.borrow_mut();
-            if name.ends_with("_BASE_URL") && read_url.is_none() {
-                read_url.clone_from(&value);
-            }
-            value
-        });
+        let mut http = HttpOptions::default();
+        if let Some(secs) = options.stream_idle_timeout {
+            http = http.with_progress_timeout(std::time::Duration::from_secs(secs));
+        }
+        let client = Client::from_vars_for_with(
+            id,
+            |name| {
+                let value = vars
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| passed_through(provider, name).then(|| var(name)).flatten());
+                let mut read_url = read_url.borrow_mut();
+                if name.ends_with("_BASE_URL") && read_url.is_none() {
+                    read_url.clone_from(&value);
+                }
+                value
+            },
+            &http,
+        );
         endpoint = read_url.into_inner();
         client.map_err(|err| {
             let names: &[&str] = match provider {
