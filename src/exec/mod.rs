@@ -315,7 +315,11 @@ pub struct GrepMatch {
 }
 
 /// The result of a search.
+///
+/// Built from [`GrepOutput::default`] outside the crate (`#[non_exhaustive]`: new fields
+/// can come), with its public fields set.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct GrepOutput {
     /// Matching lines, ordered by path then line number. Paths are in tree order (names
     /// compared bytewise, a directory's files where the directory's name sorts), as
@@ -323,6 +327,12 @@ pub struct GrepOutput {
     pub matches: Vec<GrepMatch>,
     /// More matches existed than `max_results`.
     pub truncated: bool,
+    /// What the search could not cover whole, one `(path, what was searched)` per file
+    /// (`("big.log", "line 1 is longer than 8 MiB; only its first 8 MiB were searched")`;
+    /// the path as in [`GrepMatch::path`], empty for a note about no one file): a match
+    /// there may have been missed. Empty when every file was searched whole, the only case
+    /// in which no matches means the pattern is absent.
+    pub cut_short: Vec<(String, String)>,
 }
 
 /// Called with each chunk of command output as it arrives, on the thread that runs the

@@ -2,8 +2,10 @@
 //! (ripgrep or the in-process search). It never reads files itself.
 //!
 //! Output: one match per line as `path:line:text`, paths relative to the working directory;
-//! `No matches found` when there are none; a last line saying the search stopped when it hit
-//! `max_results`. Matched lines longer than 500 characters are cut.
+//! `No matches found` when there are none and everything was searched; a last line saying
+//! the search stopped when it hit `max_results`; the files (or lines) the search could not
+//! cover whole, named with what was searched — with no match, the answer then says that an
+//! absence was not checked there. Matched lines longer than 500 characters are cut.
 
 use crate::llm::tool_schema::tool_schema;
 use std::io;
@@ -110,13 +112,12 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
     let syntax = "Rust regex syntax: escape `(`, `[`, `.`, `{` and `|` with `\\` to match them \
                   literally";
     let output = search(ctx, pattern, &root.path, &options, syntax)?;
-    if output.matches.is_empty() {
-        return Ok(ToolOutput::text(format!(
-            "No matches found for `{pattern}`."
-        )));
-    }
     // A directory's matches name files below it; a file's matches all name the file.
     let base = args::display_path(ctx, &root.path);
+    let cut = cut_short(&output, &base, root.is_dir);
+    if output.matches.is_empty() {
+        return Ok(ToolOutput::text(no_matches(pattern, &cut)));
+    }
     let mut out = String::new();
     for m in &output.matches {
         if root.is_dir {
@@ -139,12 +140,61 @@ fn execute(input: ToolInput, ctx: &ToolContext<'_>) -> Result<ToolOutput, String
     if output.truncated {
         out.push_str(&format!(
             "[Stopped at max_results={max_results} matches; more exist. Narrow the pattern, \
-             path or glob_filter, or raise max_results.]"
+             path or glob_filter, or raise max_results.]\n"
         ));
-    } else {
-        out.pop();
     }
+    push_cut_short(&mut out, &cut);
+    out.pop();
     Ok(ToolOutput::text(out))
+}
+
+/// The parts the search did not cover whole, one line each, their paths shown as the
+/// matches' are (`base` joined with a directory's relative paths; `base` for a file).
+fn cut_short(output: &GrepOutput, base: &str, is_dir: bool) -> Vec<String> {
+    output
+        .cut_short
+        .iter()
+        .map(|(path, what)| match (path.is_empty(), is_dir) {
+            (true, _) => what.clone(),
+            (false, true) => format!("{}: {what}", args::join_display(base, path)),
+            (false, false) => format!("{base}: {what}"),
+        })
+        .collect()
+}
+
+/// The answer when nothing matched: an absence only where everything was searched.
+fn no_matches(pattern: &str, cut: &[String]) -> String {
+    if cut.is_empty() {
+        return format!("No matches found for `{pattern}`.");
+    }
+    let mut text = format!(
+        "No matches found for `{pattern}` in what was searched, but the search did not cover \
+         everything, so a match may still be there:\n"
+    );
+    for note in cut {
+        text.push_str("- ");
+        text.push_str(note);
+        text.push('\n');
+    }
+    text.push_str(
+        "Search those parts another way (read_file with an offset, or a shell command such \
+         as `grep -c` on the file).",
+    );
+    text
+}
+
+/// Appends the lines naming what was not searched whole, if anything, each ending in `\n`.
+fn push_cut_short(out: &mut String, cut: &[String]) {
+    if cut.is_empty() {
+        return;
+    }
+    out.push_str("[Not searched whole; a match there may be missing:\n");
+    for note in cut {
+        out.push_str("- ");
+        out.push_str(note);
+        out.push('\n');
+    }
+    out.push_str("]\n");
 }
 
 /// Matching lines scanned at most by grep's `files_with_matches` and `count` modes.
@@ -209,10 +259,10 @@ fn summarize(input: &ToolInput, ctx: &ToolContext<'_>, count: bool) -> Result<To
         ..GrepOptions::default()
     };
     let output = search(ctx, pattern, &path, &options, "Rust regex syntax")?;
+    let base = args::display_path(ctx, &path);
+    let cut = cut_short(&output, &base, is_dir);
     if output.matches.is_empty() {
-        return Ok(ToolOutput::text(format!(
-            "No matches found for `{pattern}`."
-        )));
+        return Ok(ToolOutput::text(no_matches(pattern, &cut)));
     }
     // Matches come ordered by path, so equal paths are adjacent.
     let mut files: Vec<(&str, usize)> = Vec::new();
@@ -222,7 +272,6 @@ fn summarize(input: &ToolInput, ctx: &ToolContext<'_>, count: bool) -> Result<To
             _ => files.push((&m.path, 1)),
         }
     }
-    let base = args::display_path(ctx, &path);
     let shown = |file: &str| {
         if !is_dir {
             base.clone()
@@ -253,6 +302,7 @@ fn summarize(input: &ToolInput, ctx: &ToolContext<'_>, count: bool) -> Result<To
              matches may exist. Narrow the pattern, path or glob_filter.]\n"
         ));
     }
+    push_cut_short(&mut out, &cut);
     out.pop();
     Ok(ToolOutput::text(out))
 }

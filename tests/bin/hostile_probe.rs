@@ -15,7 +15,8 @@
 //! hostile_probe exec DIR COMMAND
 //! ```
 //!
-//! Output: `ok ...` or `err MESSAGE` lines, then `peak_rss_kib N` (this process's `VmHWM`)
+//! Output: `ok ...` or `err MESSAGE` lines (for grep also `cut NOTE`: what was not searched
+//! whole), then `peak_rss_kib N` (this process's `VmHWM`)
 //! and `children_peak_rss_kib N` (the largest child waited for, such as `rg`).
 
 use std::path::Path;
@@ -71,6 +72,9 @@ fn main() {
                         );
                     }
                     println!("ok matches={}", output.matches.len());
+                    for (path, what) in &output.cut_short {
+                        println!("cut {path}: {what}");
+                    }
                 }
                 Err(e) => println!("err {e}"),
             }

@@ -144,7 +144,12 @@ pub(crate) fn grep_to_json(g: &GrepOutput) -> Value {
         .iter()
         .map(|m| json!({"path": m.path, "line_number": m.line_number, "line": m.line}))
         .collect();
-    json!({"matches": matches, "truncated": g.truncated})
+    let cut_short: Vec<Value> = g
+        .cut_short
+        .iter()
+        .map(|(path, what)| json!({"path": path, "what": what}))
+        .collect();
+    json!({"matches": matches, "truncated": g.truncated, "cut_short": cut_short})
 }
 
 pub(crate) fn grep_from_json(v: &Value) -> Result<GrepOutput, Invalid> {
@@ -162,10 +167,23 @@ pub(crate) fn grep_from_json(v: &Value) -> Result<GrepOutput, Invalid> {
             })
         })
         .collect::<Result<_, Invalid>>()?;
-    Ok(GrepOutput {
-        matches,
-        truncated: bool_field(v, "truncated"),
-    })
+    let mut output = GrepOutput::default();
+    output.matches = matches;
+    output.truncated = bool_field(v, "truncated");
+    // Added within version 1: a server without it reports nothing cut short.
+    if let Some(list) = v.get("cut_short").filter(|c| !c.is_null()) {
+        let list = list.as_array().ok_or("`cut_short` must be a list")?;
+        output.cut_short = list
+            .iter()
+            .map(|c| {
+                Ok((
+                    str_field(c, "path")?.to_string(),
+                    str_field(c, "what")?.to_string(),
+                ))
+            })
+            .collect::<Result<_, Invalid>>()?;
+    }
+    Ok(output)
 }
 
 pub(crate) fn strings_from_json(v: &Value, name: &str) -> Result<Vec<String>, Invalid> {
@@ -221,4 +239,29 @@ pub(crate) fn env_map_from_json(
 
 pub(crate) fn bytes_to_json(bytes: &[u8]) -> Value {
     json!({ "data": encode_base64(bytes) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grep_results_carry_what_was_not_searched_whole_and_older_servers_parse() {
+        let mut output = GrepOutput::default();
+        output.matches.push(GrepMatch {
+            path: "a.rs".to_string(),
+            line_number: 3,
+            line: "x".to_string(),
+        });
+        output.cut_short.push((
+            "big.log".to_string(),
+            "line 1 is longer than 8 MiB".to_string(),
+        ));
+        let json = grep_to_json(&output);
+        assert_eq!(grep_from_json(&json).unwrap(), output);
+        // A server of the same version that predates the field.
+        let older = json!({"matches": [], "truncated": false});
+        assert!(grep_from_json(&older).unwrap().cut_short.is_empty());
+        assert!(grep_from_json(&json!({"matches": [], "cut_short": "x"})).is_err());
+    }
 }

@@ -33,7 +33,7 @@
 //! | `fs/exists` | `path` | `exists` |
 //! | `fs/stat` | `path` | `is_dir`, `size`, `modified_ms`? |
 //! | `fs/list` | `path`, `depth` | `entries`: [{`name`, `is_dir`, `size`?}] |
-//! | `search/grep` | `pattern`, `path`, `case_insensitive`, `glob`?, `max_results` | `matches`: [{`path`, `line_number`, `line`}], `truncated` |
+//! | `search/grep` | `pattern`, `path`, `case_insensitive`, `glob`?, `max_results` | `matches`: [{`path`, `line_number`, `line`}], `truncated`, `cut_short`?: [{`path`, `what`}] (what was not searched whole) |
 //! | `search/glob` | `pattern`, `path` | `paths` |
 //!
 //! The server refuses every call but `hello` until `hello` has succeeded.

@@ -32,6 +32,16 @@ const INITIAL_BUFFER: usize = 64 * 1024;
 pub(crate) const MAX_LINE: usize = 8 * CHUNK;
 const _: () = assert!(BINARY_PREFIX <= INITIAL_BUFFER && INITIAL_BUFFER <= CHUNK);
 
+/// The lines of one file longer than [`MAX_LINE`]: each was searched in its first
+/// `MAX_LINE` bytes only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LongLines {
+    /// The first such line's number.
+    pub(crate) first: u64,
+    /// How many there were.
+    pub(crate) count: u64,
+}
+
 /// A compiled grep pattern.
 #[derive(Debug)]
 pub(crate) struct LineMatcher {
@@ -145,13 +155,14 @@ impl LineMatcher {
 
     /// Searches one file's contents from `reader`, pushing up to `limit` matching lines as
     /// (1-based line number, line without its ending). `buffer` is reused between files.
+    /// Returns the lines it could search only in part.
     pub(crate) fn search(
         &self,
         reader: &mut impl Read,
         buffer: &mut Vec<u8>,
         limit: usize,
         out: &mut Vec<(u64, String)>,
-    ) -> io::Result<()> {
+    ) -> io::Result<Option<LongLines>> {
         self.search_in_chunks(reader, buffer, limit, out, CHUNK)
     }
 
@@ -162,7 +173,8 @@ impl LineMatcher {
         limit: usize,
         out: &mut Vec<(u64, String)>,
         chunk: usize,
-    ) -> io::Result<()> {
+    ) -> io::Result<Option<LongLines>> {
+        let mut long: Option<LongLines> = None;
         if buffer.is_empty() {
             buffer.resize(INITIAL_BUFFER.min(chunk), 0);
         }
@@ -180,7 +192,7 @@ impl LineMatcher {
             if !checked_binary {
                 checked_binary = true;
                 if memchr::memchr(0, &data[..filled.min(BINARY_PREFIX)]).is_some() {
-                    return Ok(());
+                    return Ok(None);
                 }
             }
             let (end, last) = match memchr::memchr(0, data) {
@@ -192,7 +204,17 @@ impl LineMatcher {
                 None => match memchr::memrchr(b'\n', data) {
                     Some(i) => (i + 1, false),
                     None if buffer.len() >= MAX_LINE => {
-                        // A line longer than the cap: search and report its head only.
+                        // A line longer than the cap: search and report its head only,
+                        // and say so (a match past the head is not seen).
+                        match &mut long {
+                            Some(long) => long.count += 1,
+                            None => {
+                                long = Some(LongLines {
+                                    first: first_line,
+                                    count: 1,
+                                })
+                            }
+                        }
                         let mut matched = false;
                         self.find_lines(data, |_, _| {
                             matched = true;
@@ -236,7 +258,7 @@ impl LineMatcher {
             buffer.copy_within(end..filled, 0);
             filled -= end;
         }
-        Ok(())
+        Ok(long)
     }
 }
 
@@ -474,6 +496,16 @@ mod tests {
                 .unwrap();
             out
         };
+        let mut out = Vec::new();
+        let long = LineMatcher::new("needle", false)
+            .unwrap()
+            .search(&mut text.as_slice(), &mut Vec::new(), 10, &mut out)
+            .unwrap();
+        assert_eq!(
+            long,
+            Some(LongLines { first: 1, count: 1 }),
+            "the cut is reported"
+        );
         let found = search("needle");
         assert_eq!(found.len(), 2);
         assert_eq!((found[0].0, found[0].1.len()), (1, MAX_LINE));

@@ -11,6 +11,12 @@
 //! runs. Results come in tree order and are cut at `max_results`, so both backends return
 //! the same first matches.
 //!
+//! Nothing is left out silently: a line over the in-process cap (8 MiB, searched in its
+//! head), a file that cannot be opened or fails mid-read, and files ripgrep says it could
+//! not read are named in [`GrepOutput::cut_short`], so that "no matches" is said only of
+//! what was searched whole. (ripgrep holds a whole line; past its memory cap it fails,
+//! and the in-process search, which names the cut, takes over.)
+//!
 //! The in-process search looks for the pattern's required literal first (`prefilter.rs`)
 //! and runs the regex only on the lines that contain it; files are searched on up to four
 //! threads while the walk goes on, results kept in tree order.
@@ -41,6 +47,8 @@ use walk::WalkOptions;
 const MAX_WORKERS: usize = 4;
 /// A worker thread is started for every this many files found, up to `MAX_WORKERS`.
 const FILES_PER_WORKER: usize = 16;
+/// Most files named in [`GrepOutput::cut_short`]; a last entry counts the others.
+const MAX_CUT_SHORT: usize = 20;
 
 /// Searches file contents under `path` (a file or a directory, already resolved against
 /// the working directory) for the regex `pattern`. Paths in the output are relative to
@@ -62,7 +70,13 @@ pub(crate) fn grep(pattern: &str, path: &Path, options: &GrepOptions) -> io::Res
     let metadata = fs::metadata(path).map_err(|error| not_found(path, error))?;
     let wanted = options.max_results.saturating_add(1);
     let found = if metadata.is_file() {
-        search_one_file(&matcher, path, wanted)?
+        let shown = path.to_string_lossy();
+        let mut file = open_regular(path)?;
+        let searched = search_file(&matcher, &mut file, &shown, wanted, &mut Vec::new());
+        Found {
+            notes: searched.note.into_iter().collect(),
+            matches: searched.matches,
+        }
     } else if !metadata.is_dir() {
         // Opening a FIFO would wait for a writer; devices and sockets are not text either.
         return Err(io::Error::new(
@@ -121,10 +135,84 @@ pub(crate) fn grep(pattern: &str, path: &Path, options: &GrepOptions) -> io::Res
     Ok(output(found, options.max_results))
 }
 
-fn output(mut matches: Vec<GrepMatch>, max_results: usize) -> GrepOutput {
+/// What a search found, and what it could not search whole: `(path, what)` per file.
+pub(crate) struct Found {
+    pub(crate) matches: Vec<GrepMatch>,
+    pub(crate) notes: Vec<(String, String)>,
+}
+
+fn output(found: Found, max_results: usize) -> GrepOutput {
+    let Found {
+        mut matches,
+        mut notes,
+    } = found;
     let truncated = matches.len() > max_results;
     matches.truncate(max_results);
-    GrepOutput { matches, truncated }
+    if notes.len() > MAX_CUT_SHORT {
+        let more = notes.len() - MAX_CUT_SHORT;
+        notes.truncate(MAX_CUT_SHORT);
+        notes.push((
+            String::new(),
+            format!("{more} more files were not searched whole"),
+        ));
+    }
+    let mut output = GrepOutput::default();
+    output.matches = matches;
+    output.truncated = truncated;
+    output.cut_short = notes;
+    output
+}
+
+/// One file's matches, and why it was not searched whole (if it was not).
+struct Searched {
+    matches: Vec<GrepMatch>,
+    note: Option<(String, String)>,
+}
+
+/// Searches the open `file`, shown as `shown` in matches and notes.
+fn search_file(
+    matcher: &LineMatcher,
+    file: &mut fs::File,
+    shown: &str,
+    wanted: usize,
+    buffer: &mut Vec<u8>,
+) -> Searched {
+    let mut lines = Vec::new();
+    let note = match matcher.search(file, buffer, wanted, &mut lines) {
+        Ok(None) => None,
+        Ok(Some(long)) => Some((shown.to_string(), long_lines_note(long))),
+        // What was found before the error is kept (as ripgrep does), and the cut named.
+        Err(error) => Some((
+            shown.to_string(),
+            format!("searched only up to a read error ({error})"),
+        )),
+    };
+    let matches = lines
+        .into_iter()
+        .map(|(line_number, line)| GrepMatch {
+            path: shown.to_string(),
+            line_number,
+            line,
+        })
+        .collect();
+    Searched { matches, note }
+}
+
+/// Says which lines of a file were searched in their head only.
+fn long_lines_note(long: matcher::LongLines) -> String {
+    let cap = matcher::MAX_LINE / (1024 * 1024);
+    if long.count == 1 {
+        format!(
+            "line {} is longer than {cap} MiB; only its first {cap} MiB were searched",
+            long.first
+        )
+    } else {
+        format!(
+            "{} lines are longer than {cap} MiB (the first is line {}); only the first {cap} \
+             MiB of each were searched",
+            long.count, long.first
+        )
+    }
 }
 
 fn not_found(path: &Path, error: io::Error) -> io::Error {
@@ -141,25 +229,6 @@ fn not_found(path: &Path, error: io::Error) -> io::Error {
     }
 }
 
-fn search_one_file(
-    matcher: &LineMatcher,
-    path: &Path,
-    wanted: usize,
-) -> io::Result<Vec<GrepMatch>> {
-    let mut file = open_regular(path)?;
-    let mut lines = Vec::new();
-    matcher.search(&mut file, &mut Vec::new(), wanted, &mut lines)?;
-    let shown = path.to_string_lossy();
-    Ok(lines
-        .into_iter()
-        .map(|(line_number, line)| GrepMatch {
-            path: shown.clone().into_owned(),
-            line_number,
-            line,
-        })
-        .collect())
-}
-
 /// The in-process search of a directory: up to `wanted` matches in tree order.
 ///
 /// The walk runs on the calling thread and hands each file, numbered in tree order, to
@@ -170,7 +239,7 @@ fn search_tree(
     root: &Path,
     filter: Option<&GlobFilter>,
     wanted: usize,
-) -> io::Result<Vec<GrepMatch>> {
+) -> io::Result<Found> {
     let done = AtomicBool::new(false);
     let progress = Mutex::new(Progress {
         slots: Vec::new(),
@@ -180,34 +249,28 @@ fn search_tree(
     let (sender, receiver) = crossbeam_channel::unbounded::<(usize, String, PathBuf)>();
     let work = || {
         let mut buffer = Vec::new();
-        let mut lines = Vec::new();
         for (index, relative, absolute) in receiver.iter() {
             if done.load(Ordering::Relaxed) {
                 continue; // drain what is queued
             }
-            lines.clear();
-            // An unreadable file, or one that fails mid-way, keeps what was found (like
-            // ripgrep with --no-messages).
-            // Opened non-blocking and only if still a regular file (the walk saw one,
-            // but it may have been replaced by a FIFO since).
-            if let Ok(mut file) = open_regular(&absolute) {
-                let _ = matcher.search(&mut file, &mut buffer, wanted, &mut lines);
-            }
-            let matches = lines
-                .drain(..)
-                .map(|(line_number, line)| GrepMatch {
-                    path: relative.clone(),
-                    line_number,
-                    line,
-                })
-                .collect();
+            // A file that cannot be opened, or fails mid-way, keeps what was found (as
+            // ripgrep does) and is named as not searched whole. Opened non-blocking and
+            // only if still a regular file (the walk saw one, but it may have been
+            // replaced by a FIFO since).
+            let searched = match open_regular(&absolute) {
+                Ok(mut file) => search_file(matcher, &mut file, &relative, wanted, &mut buffer),
+                Err(error) => Searched {
+                    matches: Vec::new(),
+                    note: Some((relative.clone(), format!("not searched ({error})"))),
+                },
+            };
             let mut progress = progress.lock().unwrap_or_else(PoisonError::into_inner);
             if progress.slots.len() <= index {
                 progress.slots.resize_with(index + 1, || None);
             }
-            progress.slots[index] = Some(matches);
-            while let Some(Some(matches)) = progress.slots.get(progress.complete) {
-                let count = matches.len();
+            progress.slots[index] = Some(searched);
+            while let Some(Some(searched)) = progress.slots.get(progress.complete) {
+                let count = searched.matches.len();
                 progress.found += count;
                 progress.complete += 1;
             }
@@ -253,20 +316,25 @@ fn search_tree(
         .into_inner()
         .unwrap_or_else(PoisonError::into_inner);
     let mut found = Vec::new();
+    let mut notes = Vec::new();
     for slot in progress.slots {
-        let Some(matches) = slot else { break };
-        found.extend(matches);
+        let Some(searched) = slot else { break };
+        found.extend(searched.matches);
+        notes.extend(searched.note);
         if found.len() >= wanted {
             break;
         }
     }
     found.truncate(wanted);
-    Ok(found)
+    Ok(Found {
+        matches: found,
+        notes,
+    })
 }
 
 /// Results per file number, and how far they are complete from the first file.
 struct Progress {
-    slots: Vec<Option<Vec<GrepMatch>>>,
+    slots: Vec<Option<Searched>>,
     /// Files `0..complete` all have their slot filled.
     complete: usize,
     /// Matches in those files.

@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
+use super::Found;
 use super::matcher::MAX_LINE;
 use crate::exec::GrepMatch;
 use crate::exec::process::open_files;
@@ -146,7 +147,7 @@ pub(crate) struct Search<'a> {
 }
 
 /// Runs `rg` over the directory `root`; up to `search.wanted` matches in tree order.
-pub(crate) fn grep(rg: &Path, root: &Path, search: &Search<'_>) -> Result<Vec<GrepMatch>, Failure> {
+pub(crate) fn grep(rg: &Path, root: &Path, search: &Search<'_>) -> Result<Found, Failure> {
     let mut command = Command::new(rg);
     command
         .current_dir(root)
@@ -207,16 +208,27 @@ pub(crate) fn grep(rg: &Path, root: &Path, search: &Search<'_>) -> Result<Vec<Gr
         Ok(handle) => handle.join().unwrap_or_default(),
         Err(_) => String::new(),
     };
-    let found = read.map_err(Failure::Io)?;
+    let matches = read.map_err(Failure::Io)?;
+    let found = |notes: Vec<(String, String)>| Found { matches, notes };
     if enough {
-        return Ok(found);
+        return Ok(found(Vec::new()));
     }
     let status = status.map_err(Failure::Io)?;
     // 0: matches, 1: none, 2: an error. With --no-messages, errors about single files
-    // (unreadable, vanished) leave stderr empty and are skipped like in process.
+    // (unreadable, vanished) leave stderr empty: the search goes on without them, and
+    // the output says that some files were not searched (ripgrep does not say which).
     match status.code() {
-        Some(0 | 1) => Ok(found),
-        Some(2) if stderr.trim().is_empty() => Ok(found),
+        Some(0 | 1) => Ok(found(Vec::new())),
+        Some(2) if stderr.trim().is_empty() => Ok(found(vec![(
+            String::new(),
+            "ripgrep could not read some files (it does not name them); they were not searched"
+                .to_string(),
+        )])),
+        _ if stderr.contains("memory allocation of") => Err(Failure::Reported(format!(
+            "{} (ripgrep runs with at most {} MiB of memory: it cannot hold a line that long)",
+            stderr.trim(),
+            RG_DATA_LIMIT / (1024 * 1024)
+        ))),
         _ if !stderr.trim().is_empty() => Err(Failure::Reported(stderr.trim().to_owned())),
         _ => Err(Failure::Reported(format!("ripgrep ended with {status}"))),
     }

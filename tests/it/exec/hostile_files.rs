@@ -382,6 +382,54 @@ fn grep_on_a_huge_single_line_file_stays_in_bounded_memory() {
 }
 
 #[test]
+fn grep_on_a_300_mb_line_ending_in_the_match_finds_it_or_names_the_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    {
+        // One line of 300 MB whose only match is at its very end.
+        let mut file = std::io::BufWriter::new(File::create(root.join("one-line.txt")).unwrap());
+        let block = vec![b'a'; 1 << 20];
+        for _ in 0..300 {
+            file.write_all(&block).unwrap();
+        }
+        file.write_all(b" needle-at-the-end\n").unwrap();
+        file.flush().unwrap();
+    }
+    // Either the match, or the file named as not searched whole; never a bare absence.
+    let found_or_cut = |run: &Probe| {
+        let found = run.stdout.contains("ok one-line.txt:1:");
+        let cut = run.stdout.contains(
+            "cut one-line.txt: line 1 is longer than 8 MiB; only its first 8 MiB were searched",
+        );
+        found || cut
+    };
+    let run = probe(&["grep", path_str(root), "needle-at-the-end", "in-process"]);
+    assert!(found_or_cut(&run), "in process:\n{}", run.stdout);
+    assert!(
+        run.peak_mib < CEILING_MIB,
+        "in process: {} MiB",
+        run.peak_mib
+    );
+    if have_ripgrep() {
+        let run = probe(&["grep", path_str(root), "needle-at-the-end", "auto"]);
+        assert!(found_or_cut(&run), "auto:\n{}", run.stdout);
+        assert!(run.peak_mib < CEILING_MIB, "auto: {} MiB", run.peak_mib);
+        // ripgrep alone: it finds the match, or fails saying why (its memory is capped
+        // below the line) — an error, never "no matches".
+        let run = probe(&["grep", path_str(root), "needle-at-the-end", "ripgrep"]);
+        let failed_saying_why = run.stdout.contains("err ripgrep failed")
+            && run.stdout.contains("cannot hold a line that long");
+        assert!(
+            found_or_cut(&run) || failed_saying_why,
+            "ripgrep:\n{}",
+            run.stdout
+        );
+        assert!(!run.stdout.contains("ok matches=0") || found_or_cut(&run));
+    }
+    fs::remove_file(root.join("one-line.txt")).unwrap();
+}
+
+#[test]
 fn a_command_reading_proc_ppid_environ_sees_no_key() {
     let dir = tempfile::tempdir().unwrap();
     let key = "sk-test-0123456789abcdefghijklmnopqrstuvwxyz";

@@ -73,6 +73,47 @@ fn grep_filters_by_glob_and_says_when_nothing_matches() {
 }
 
 #[test]
+fn grep_never_answers_no_matches_for_a_line_it_searched_only_in_part() {
+    let dir = tree();
+    fs::create_dir(dir.path().join("logs")).unwrap();
+    // Line 1: 9 MiB, over the 8 MiB a line is searched in, ending in the pattern.
+    let mut text = "a".repeat(9 << 20);
+    text.push_str(" needle\nshort line\n");
+    fs::write(dir.path().join("logs/big.log"), text).unwrap();
+    let note = "logs/big.log: line 1 is longer than 8 MiB; only its first 8 MiB were searched";
+    // A file given as the path is searched in process, whose line cap applies.
+    let (is_error, text) = grep_call(
+        dir.path(),
+        json!({"pattern": "needle", "path": "logs/big.log"}),
+    );
+    assert!(!is_error, "{text}");
+    assert!(
+        text.starts_with("No matches found for `needle` in what was searched, but the search did not cover everything"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("- {note}\n")), "{text}");
+    // Matches elsewhere come with the same note.
+    let (_, text) = grep_call(
+        dir.path(),
+        json!({"pattern": "short", "path": "logs/big.log"}),
+    );
+    assert_eq!(
+        text,
+        format!(
+            "logs/big.log:2:short line\n[Not searched whole; a match there may be missing:\n- {note}\n]"
+        )
+    );
+    // Over the directory (ripgrep when installed, which holds a 9 MiB line): the match, or
+    // the note; never a bare absence.
+    let (_, text) = grep_call(dir.path(), json!({"pattern": "needle"}));
+    assert!(
+        text.starts_with("logs/big.log:1:aaa") || text.contains(note),
+        "{}",
+        &text[..text.len().min(300)]
+    );
+}
+
+#[test]
 fn grep_notes_when_it_stops_at_max_results() {
     let dir = tree();
     let (_, text) = grep_call(
