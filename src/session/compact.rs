@@ -11,7 +11,7 @@
 use std::sync::Mutex;
 
 use super::compaction::account::{
-    BYTES_PER_TOKEN, CompactionLimits, TokenAccount, estimate_turn_tokens,
+    BYTES_PER_TOKEN, CompactionLimits, TokenAccount, estimate_request_tokens, estimate_turn_tokens,
 };
 use super::compaction::plan::{CompactionPlan, shrink_outputs};
 use super::compaction::prompt::{SUMMARY_PROMPT, summary_content};
@@ -106,6 +106,36 @@ impl Compaction<'_> {
             return false;
         }
         self.compact(CompactionReason::Threshold)
+    }
+
+    /// Before a model call, after any compaction: a request the account puts above the
+    /// context window is never sent. The `ContextLength` error says why compaction could
+    /// not bring it under (the per-input bound reached, or nothing left to cut).
+    pub(crate) fn check_window(&self) -> Result<(), Error> {
+        let Some(limits) = self.state.limits else {
+            return Ok(());
+        };
+        let tokens = self.state.account.tokens();
+        if tokens <= limits.window {
+            return Ok(());
+        }
+        let bound = self.config.compaction.max_compactions_per_input;
+        let why = if self.state.this_input >= bound {
+            format!("the {bound} compactions an input may run (max_compactions_per_input) have run")
+        } else {
+            "nothing left could be summarised or cut (the system prompt, the tools and the \
+             newest messages stay whole)"
+                .to_string()
+        };
+        Err(Error::new(
+            ErrorKind::ContextLength,
+            format!(
+                "the next request (~{tokens} tokens) would exceed the model's context window \
+                 of {} tokens, and compaction could not bring it under: {why}; it was not sent",
+                limits.window
+            ),
+        )
+        .with_provider(&self.profile.id))
     }
 
     /// After a failed model call: a context overflow is compacted away once (`Ok`: retry
@@ -298,21 +328,17 @@ impl Compaction<'_> {
     ) -> Option<Obtained> {
         let request = self.summary_request(plan, limits, reason);
         let mut call = None;
-        let summary = match self
-            .config
-            .compaction
-            .summariser
-            .as_ref()
-            .and_then(|f| f(&request))
-        {
-            Some(text) => Summary::Text(text),
-            None => {
-                let answer = self.ask_model(&request);
-                if let Summary::Text(text) = &answer {
-                    call = Some((request, text.clone()));
-                }
-                answer
-            }
+        let size = estimate_request_tokens(&request);
+        let summary = if size > limits.window {
+            // The plan fits its input to the window; what the `pre_compact` hooks added
+            // may not. Such a request is not sent either.
+            Summary::Failed(format!(
+                "the summary request (~{size} tokens with what the pre_compact hooks added) \
+                 would exceed the context window of {} tokens",
+                limits.window
+            ))
+        } else {
+            self.summary_from(&request, &mut call)
         };
         let (summary, mut mechanical) = match summary {
             Summary::Cancelled => return None,
@@ -330,6 +356,27 @@ impl Compaction<'_> {
             mechanical,
             call,
         })
+    }
+
+    /// The summary of `request` from the host's summariser, else the model (the call kept
+    /// for the transcript in `call`).
+    fn summary_from(&self, request: &Request, call: &mut Option<(Request, String)>) -> Summary {
+        match self
+            .config
+            .compaction
+            .summariser
+            .as_ref()
+            .and_then(|f| f(request))
+        {
+            Some(text) => Summary::Text(text),
+            None => {
+                let answer = self.ask_model(request);
+                if let Summary::Text(text) = &answer {
+                    *call = Some((request.clone(), text.clone()));
+                }
+                answer
+            }
+        }
     }
 
     /// The compaction request for `plan`: our instructions (or the configured ones) and

@@ -13,6 +13,14 @@ use super::events::EventKind;
 use super::hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 use crate::exec::ExecutionEnvironment;
 use crate::llm::ToolCall;
+use crate::tools::truncate::{TruncationMode, default_char_limit, truncate_output};
+
+/// What a hook's text is cut to before it goes anywhere: the limit and mode of a tool
+/// without a row of its own (30,000 characters, head and tail), with the same marker, so
+/// that a hook writing hundreds of megabytes adds no more to a request than a tool can.
+fn hook_text_limit() -> (usize, TruncationMode) {
+    default_char_limit("")
+}
 
 /// What `pre_tool_use` decided.
 pub(crate) enum PreToolUse {
@@ -107,14 +115,15 @@ impl<'a> HookRunner<'a> {
         }
     }
 
-    /// Emits the events of one decision; returns what it amounts to.
+    /// Emits the events of one decision; returns what it amounts to, its text cut like a
+    /// tool's output.
     fn settle(
         &self,
         event: HookEvent,
         call_id: Option<&str>,
         decision: HookDecision,
     ) -> HookDecision {
-        let effective = match decision {
+        let effective = match bounded(decision) {
             HookDecision::Fail(message) => {
                 self.warn(format!("{} hook failed: {message}", event.name()));
                 if event.blocking() {
@@ -331,6 +340,31 @@ impl<'a> HookRunner<'a> {
     }
 }
 
+/// `decision` with its text cut to [`hook_text_limit`] (head and tail, the tool-output
+/// marker between): additional context, a replaced output, prompt or summary, a block
+/// reason, a continuation message, a warning.
+fn bounded(decision: HookDecision) -> HookDecision {
+    use HookDecision as D;
+    let cut = |text: String| {
+        let (limit, mode) = hook_text_limit();
+        match truncate_output(&text, limit, mode) {
+            (std::borrow::Cow::Owned(cut), _) => cut,
+            (std::borrow::Cow::Borrowed(_), _) => text,
+        }
+    };
+    match decision {
+        D::Deny(text) => D::Deny(cut(text)),
+        D::AddContext(text) => D::AddContext(cut(text)),
+        D::ReplaceOutput(text) => D::ReplaceOutput(cut(text)),
+        D::ReplacePrompt(text) => D::ReplacePrompt(cut(text)),
+        D::ContinueWith(text) => D::ContinueWith(cut(text)),
+        D::ReplaceSummary(text) => D::ReplaceSummary(cut(text)),
+        D::Warn(text) => D::Warn(cut(text)),
+        D::Fail(text) => D::Fail(cut(text)),
+        other @ (D::Continue | D::Ask | D::ReplaceArguments(_)) => other,
+    }
+}
+
 /// Whether `event` honours `decision` (`Fail` and `Warn` are settled before).
 fn allowed(event: HookEvent, decision: &HookDecision) -> bool {
     use HookDecision as D;
@@ -360,5 +394,43 @@ fn decision_name(decision: &HookDecision) -> &'static str {
         HookDecision::ReplaceSummary(_) => "replace_summary",
         HookDecision::Warn(_) => "warn",
         HookDecision::Fail(_) => "fail",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hook_text_is_cut_like_a_tool_output_and_short_ones_are_kept() {
+        let long = || "x".repeat(1_000_000);
+        let texts = |decision: &HookDecision| match decision {
+            HookDecision::Deny(t)
+            | HookDecision::AddContext(t)
+            | HookDecision::ReplaceOutput(t)
+            | HookDecision::ReplacePrompt(t)
+            | HookDecision::ContinueWith(t)
+            | HookDecision::ReplaceSummary(t)
+            | HookDecision::Warn(t)
+            | HookDecision::Fail(t) => t.clone(),
+            _ => String::new(),
+        };
+        let all = [
+            HookDecision::Deny(long()),
+            HookDecision::AddContext(long()),
+            HookDecision::ReplaceOutput(long()),
+            HookDecision::ReplacePrompt(long()),
+            HookDecision::ContinueWith(long()),
+            HookDecision::ReplaceSummary(long()),
+            HookDecision::Warn(long()),
+            HookDecision::Fail(long()),
+        ];
+        for decision in all {
+            let text = texts(&bounded(decision));
+            assert!(text.len() < 31_000, "{} bytes", text.len());
+            assert!(text.contains("[WARNING: Tool output was truncated. 970000 characters"));
+        }
+        let short = HookDecision::AddContext("lint ok".to_string());
+        assert_eq!(bounded(short.clone()), short);
     }
 }

@@ -263,7 +263,10 @@ pub type Hook = Arc<dyn Fn(&HookInput) -> HookDecision + Send + Sync>;
 /// `"hook"`) and — for the blocking hooks `pre_tool_use` and `user_prompt_submit` — a
 /// denial; it never ends the worker. [`HookDecision::Warn`] is a warning and nothing
 /// else. A decision an event cannot take (`ReplaceOutput` before a tool runs) is a warning
-/// and otherwise ignored. Hooks run on the thread that reaches the point (a tool thread
+/// and otherwise ignored. The text of every decision (context, a replaced output, prompt
+/// or summary, a reason, a message, a warning) is cut like a tool's output before anything
+/// sees it — 30,000 characters, head and tail, with the tool-output marker — so a hook
+/// adds no more to a request than a tool can, whatever it wrote. Hooks run on the thread that reaches the point (a tool thread
 /// in a parallel round), so they must be `Send + Sync`; this module never spawns.
 ///
 /// A syntax or lint check after every edit is one use of `post_tool_use`:

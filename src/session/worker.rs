@@ -363,6 +363,9 @@ impl Worker {
                 break self.cancelled_stop();
             }
             self.check_context_usage();
+            if let Err(error) = self.compaction(&cancel).check_window() {
+                break self.fail_input(&mut end, error);
+            }
             self.refresh_request(&mut request, &system_prompt);
             self.record_request(&request);
             let history_at_request = self.compaction.account.history_tokens();
@@ -373,11 +376,7 @@ impl Worker {
                     let mut compaction = self.compaction(&cancel);
                     match compaction.recover_from(error, &mut overflow_retried) {
                         Ok(()) => continue,
-                        Err(error) => {
-                            end.fatal = self.report_error(&error);
-                            end.error = Some(error);
-                            break StopReason::Error;
-                        }
+                        Err(error) => break self.fail_input(&mut end, error),
                     }
                 }
             };
@@ -418,6 +417,13 @@ impl Worker {
             self.detect_loop(&calls);
         };
         self.end_input(end)
+    }
+
+    /// Ends the input with `error`: reported as events, kept in `end`.
+    fn fail_input(&self, end: &mut InputEnd, error: Error) -> StopReason {
+        end.fatal = self.report_error(&error);
+        end.error = Some(error);
+        StopReason::Error
     }
 
     /// The end of every input: answer open calls, leave the processing state, emit

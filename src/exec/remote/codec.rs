@@ -167,13 +167,11 @@ pub(crate) fn grep_from_json(v: &Value) -> Result<GrepOutput, Invalid> {
             })
         })
         .collect::<Result<_, Invalid>>()?;
-    let mut output = GrepOutput::default();
-    output.matches = matches;
-    output.truncated = bool_field(v, "truncated");
     // Added within version 1: a server without it reports nothing cut short.
+    let mut cut_short = Vec::new();
     if let Some(list) = v.get("cut_short").filter(|c| !c.is_null()) {
         let list = list.as_array().ok_or("`cut_short` must be a list")?;
-        output.cut_short = list
+        cut_short = list
             .iter()
             .map(|c| {
                 Ok((
@@ -183,7 +181,11 @@ pub(crate) fn grep_from_json(v: &Value) -> Result<GrepOutput, Invalid> {
             })
             .collect::<Result<_, Invalid>>()?;
     }
-    Ok(output)
+    Ok(GrepOutput {
+        matches,
+        truncated: bool_field(v, "truncated"),
+        cut_short,
+    })
 }
 
 pub(crate) fn strings_from_json(v: &Value, name: &str) -> Result<Vec<String>, Invalid> {

@@ -156,11 +156,11 @@ fn output(found: Found, max_results: usize) -> GrepOutput {
             format!("{more} more files were not searched whole"),
         ));
     }
-    let mut output = GrepOutput::default();
-    output.matches = matches;
-    output.truncated = truncated;
-    output.cut_short = notes;
-    output
+    GrepOutput {
+        matches,
+        truncated,
+        cut_short: notes,
+    }
 }
 
 /// One file's matches, and why it was not searched whole (if it was not).

@@ -1,6 +1,7 @@
 //! Context compaction: long sessions in small windows, what survives a compaction, no
 //! replayed work, a compaction request that cannot overflow, overflow errors of every
-//! provider shape, resume and replay of a compacted session.
+//! provider shape, resume and replay of a compacted session, and no request sent above
+//! the window when compaction cannot fit it.
 //!
 //! "Size" of a request is the library's own estimate,
 //! `agentloop::unstable::estimate_request_tokens`:
@@ -12,6 +13,7 @@ mod overflow;
 mod resume;
 mod scripted;
 mod subagents;
+mod window;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;

@@ -23,7 +23,7 @@ use crate::agentloop;
 /// high-water mark of the child's own image. (`wait4`'s `ru_maxrss` would not do: a child
 /// started with `posix_spawn` shares the test binary's memory until its `exec`, and Linux
 /// carries that high-water mark into the child's.)
-fn wait_with_peak_rss(child: &mut std::process::Child) -> (i32, i64) {
+pub(crate) fn wait_with_peak_rss(child: &mut std::process::Child) -> (i32, i64) {
     let status_file = format!("/proc/{}/status", child.id());
     let peak = Arc::new(AtomicI64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
