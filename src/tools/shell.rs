@@ -144,7 +144,8 @@ pub fn format_result(result: &ExecResult, timeout: Duration) -> String {
         out.push_str(
             "\n[sandbox: denied — the command ran in a sandbox and something it tried was \
              refused (writing outside the writable roots or to a protected path such as .git, \
-             the network, ptrace); do it inside the working directory, or ask the user.]",
+             the network, a host's UNIX socket such as Docker's or ssh-agent's, ptrace); do it \
+             inside the working directory, or ask the user.]",
         );
     }
     if result.timed_out {

@@ -52,6 +52,10 @@ OPTIONS:
                             commands and file tools may write (Landlock + seccomp on Linux)
     --network on|off        whether commands may use the network (default: off under a
                             sandbox, on with full-access)
+    --allow-unix-socket PATH
+                            let sandboxed commands connect to this host UNIX socket
+                            (repeatable; e.g. /var/run/docker.sock); all others outside
+                            the workspace stay hidden
     --sandbox-best-effort   run even where the kernel cannot enforce the whole sandbox
                             (a warning names what is not enforced); default: refuse to run
     --json                  print one JSON object per session event on stdout, nothing else
@@ -175,6 +179,8 @@ pub struct Options {
     pub network: Option<bool>,
     /// `--sandbox-best-effort`.
     pub sandbox_best_effort: bool,
+    /// `--allow-unix-socket`: host sockets sandboxed commands may connect to.
+    pub allowed_sockets: Vec<PathBuf>,
     pub json: bool,
     /// `--send-openai-key`: OPENAI_API_KEY may go to a non-OpenAI `--base-url`.
     pub send_openai_key: bool,
@@ -254,6 +260,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--json" => options.json = true,
             "--send-openai-key" => options.send_openai_key = true,
             "--sandbox-best-effort" => options.sandbox_best_effort = true,
+            "--allow-unix-socket" => options
+                .allowed_sockets
+                .push(PathBuf::from(non_empty(&name, value("a socket path")?)?)),
             "--provider" => {
                 let text = value("anthropic, openai, openai-chat, gemini or demo")?;
                 options.provider = Some(ProviderName::parse(&text).ok_or_else(|| {
@@ -399,10 +408,31 @@ mod tests {
             Some(5)
         );
         assert_eq!(run(&["go"]).unwrap().max_retry_wait, None);
+        assert!(run(&["--max-retry-wait", "soon", "go"]).is_err());
+    }
+
+    #[test]
+    fn stream_idle_timeout_takes_whole_seconds_from_one() {
         let idle = run(&["--stream-idle-timeout", "20", "go"]).unwrap();
         assert_eq!(idle.stream_idle_timeout, Some(20));
+        assert_eq!(run(&["go"]).unwrap().stream_idle_timeout, None);
         assert!(run(&["--stream-idle-timeout", "0", "go"]).is_err());
-        assert!(run(&["--max-retry-wait", "soon", "go"]).is_err());
+        assert!(run(&["--stream-idle-timeout", "soon", "go"]).is_err());
+    }
+
+    #[test]
+    fn allow_unix_socket_may_be_given_again() {
+        let sockets = run(&[
+            "--allow-unix-socket",
+            "/a.sock",
+            "--allow-unix-socket=/b",
+            "go",
+        ]);
+        assert_eq!(
+            sockets.unwrap().allowed_sockets,
+            [PathBuf::from("/a.sock"), PathBuf::from("/b")]
+        );
+        assert!(run(&["--allow-unix-socket", "", "go"]).is_err());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The CLI's sandbox: `--sandbox`, `--network`, `--sandbox-best-effort` turned into the
+//! The CLI's sandbox: `--sandbox`, `--network`, `--sandbox-best-effort`,
+//! `--allow-unix-socket` turned into the
 //! library's [`Sandbox`] on the local environment. It never runs anything unsandboxed that
 //! the user did not ask for: a kernel that cannot enforce the policy is an error unless
 //! `--sandbox-best-effort` is given.
@@ -24,6 +25,9 @@ pub fn environment(
     }
     if options.sandbox_best_effort {
         sandbox = sandbox.with_enforcement(Enforcement::BestEffort);
+    }
+    for socket in &options.allowed_sockets {
+        sandbox = sandbox.with_allowed_socket(socket);
     }
     LocalExecutionEnvironment::new(cwd)
         .map_err(|e| e.to_string())?

@@ -523,7 +523,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         let mut vars = self.command_env.clone();
         vars.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         let prepared = match &self.sandbox {
-            Some(active) => Some(sandbox::spawn::Prepared::new(active).map_err(|e| {
+            Some(active) => Some(sandbox::spawn::Prepared::new(active, &vars).map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot prepare the sandbox: {e}"))
             })?),
             None => None,

@@ -171,11 +171,12 @@ pub(crate) fn run(
         drop(cancel_guard);
         let [stdout, stderr] = pump.finish();
         let status = group.status;
+        let refused = spec.sandbox.is_some_and(|hook| hook.refusal_is_denial());
         let sandbox_denied = spec.sandbox.is_some()
             && status.is_some_and(|s| !s.success())
             && [&stdout, &stderr]
                 .iter()
-                .any(|c| looks_denied(&c.head) || looks_denied(&c.tail));
+                .any(|c| looks_denied(&c.head, refused) || looks_denied(&c.tail, refused));
         Ok(ExecResult {
             sandbox_denied,
             exit_code: status.and_then(|s| s.code()),
@@ -475,8 +476,10 @@ pub(super) fn clear_nonblocking(fd: libc::c_int) -> io::Result<()> {
 }
 
 /// Whether command output carries the message of a refused operation (`EACCES`, `EPERM`,
-/// `EROFS`), the signs of a sandbox denial.
-fn looks_denied(bytes: &[u8]) -> bool {
+/// `EROFS`; `ECONNREFUSED` too when `refused` says the sandbox hid host sockets with the
+/// network off), the signs of a sandbox denial.
+fn looks_denied(bytes: &[u8], refused: bool) -> bool {
+    let found = |needle: &[u8]| crate::bytes::find_slice(bytes, needle).is_some();
     [
         &b"Permission denied"[..],
         b"Operation not permitted",
@@ -485,7 +488,8 @@ fn looks_denied(bytes: &[u8]) -> bool {
         b"PermissionError",
     ]
     .iter()
-    .any(|needle| crate::bytes::find_slice(bytes, needle).is_some())
+    .any(|needle| found(needle))
+        || (refused && (found(b"Connection refused") || found(b"ConnectionRefusedError")))
 }
 
 /// The kernel's name and release (`"Linux 6.8.0-45-generic"`), from `uname(2)`.

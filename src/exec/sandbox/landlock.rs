@@ -35,6 +35,13 @@ const FS_REFER: u64 = 1 << 13;
 const FS_TRUNCATE: u64 = 1 << 14;
 /// ABI 5.
 const FS_IOCTL_DEV: u64 = 1 << 15;
+/// ABI 9 (Linux 7.1): resolving a path socket for `connect(2)` or `sendmsg(2)`, allowed
+/// beneath a rule granting it or to a socket made in the same domain.
+const FS_RESOLVE_UNIX: u64 = 1 << 16;
+/// The first ABI with [`FS_RESOLVE_UNIX`].
+pub(crate) const RESOLVE_UNIX_ABI: u32 = 9;
+/// The first ABI with scopes (abstract UNIX sockets, signals).
+pub(crate) const SCOPE_ABI: u32 = 6;
 /// ABI 4.
 const NET_BIND_TCP: u64 = 1 << 0;
 const NET_CONNECT_TCP: u64 = 1 << 1;
@@ -87,6 +94,9 @@ fn fs_rights(abi: u32) -> u64 {
     if abi >= 5 {
         all |= FS_IOCTL_DEV;
     }
+    if abi >= RESOLVE_UNIX_ABI {
+        all |= FS_RESOLVE_UNIX;
+    }
     all
 }
 
@@ -99,6 +109,10 @@ pub(crate) struct Rules<'a> {
     pub(crate) writable: &'a [std::path::PathBuf],
     /// Whether TCP bind/connect are denied (ABI ≥ 4).
     pub(crate) deny_tcp: bool,
+    /// Where path sockets may be connected to (ABI ≥ 9): the workspace roots.
+    pub(crate) socket_roots: &'a [std::path::PathBuf],
+    /// Sockets outside them the host allows.
+    pub(crate) allowed_sockets: &'a [std::path::PathBuf],
 }
 
 /// Builds the ruleset: read and execute everywhere, everything in `writable`, write to the
@@ -114,7 +128,7 @@ pub(crate) fn build(rules: &Rules<'_>) -> io::Result<OwnedFd> {
         } else {
             0
         },
-        scoped: if abi >= 6 {
+        scoped: if abi >= SCOPE_ABI {
             SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
         } else {
             0
@@ -163,6 +177,17 @@ pub(crate) fn build(rules: &Rules<'_>) -> io::Result<OwnedFd> {
     for root in rules.writable {
         add(&ruleset, root, write_all)?;
     }
+    if handled & FS_RESOLVE_UNIX != 0 {
+        // Not on the temporary roots: a host's sockets there (ssh-agent, X11) stay out of
+        // reach, while those a command makes there are its domain's own.
+        for root in rules.socket_roots {
+            add(&ruleset, root, FS_RESOLVE_UNIX)?;
+        }
+        for socket in rules.allowed_sockets {
+            // An allow-listed socket that is not there yet has no rule.
+            let _ = add(&ruleset, socket, FS_RESOLVE_UNIX);
+        }
+    }
     Ok(ruleset)
 }
 
@@ -178,7 +203,12 @@ fn add(ruleset: &OwnedFd, path: &Path, mut access: u64) -> io::Result<()> {
     // SAFETY: `fd` is a new descriptor owned here.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     if !path.is_dir() {
-        access &= FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV;
+        access &= FS_EXECUTE
+            | FS_WRITE_FILE
+            | FS_READ_FILE
+            | FS_TRUNCATE
+            | FS_IOCTL_DEV
+            | FS_RESOLVE_UNIX;
     }
     let rule = PathBeneathAttr {
         allowed_access: access,
@@ -198,4 +228,17 @@ fn add(ruleset: &OwnedFd, path: &Path, mut access: u64) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_unix_is_handled_from_abi_9_only() {
+        // Asking an older kernel for a right it does not know fails the whole ruleset.
+        assert_eq!(fs_rights(8) & FS_RESOLVE_UNIX, 0);
+        assert_ne!(fs_rights(RESOLVE_UNIX_ABI) & FS_RESOLVE_UNIX, 0);
+        assert_eq!(fs_rights(RESOLVE_UNIX_ABI) & !fs_rights(8), FS_RESOLVE_UNIX);
+    }
 }

@@ -11,6 +11,8 @@
 //! | no symlink out of a root | Landlock checks the real target | `openat2(RESOLVE_BENEATH)` / descriptor walk |
 //! | protected paths read-only | read-only bind mounts in a private mount namespace | refused by resolved path |
 //! | network off | seccomp: `socket`/`socketpair` only `AF_UNIX`; Landlock TCP bind/connect (ABI ≥ 4) | – |
+//! | no host UNIX socket outside the workspace roots (path sockets) | `/dev/null` bind-mounted over each in the private mount namespace (`sockets.rs`); Landlock `RESOLVE_UNIX` (ABI ≥ 9) | – |
+//! | no host abstract UNIX socket | Landlock scope (ABI ≥ 6); below, with the network off, a network namespace of its own | – |
 //! | no `ptrace`, `process_vm_*`, `io_uring_*` | seccomp (`EPERM`) | – |
 //! | no privilege gain through setuid/file caps | `PR_SET_NO_NEW_PRIVS` | – |
 //! | foreign syscall ABIs (i386, x32) | seccomp: other arch killed, x32 `EPERM` | – |
@@ -24,6 +26,15 @@
 //! exist yet (no `AGENTS.md` in the root) cannot be covered by a mount: a command may create
 //! it (the file tools may not). Where no mount namespace can be made, protected paths are
 //! not enforced for commands: `Required` fails, `BestEffort` warns naming them.
+//!
+//! Host UNIX sockets (`/var/run/docker.sock`, ssh-agent, D-Bus, X11, tmux): a command
+//! cannot `connect(2)` to one outside the workspace roots — the working directory and
+//! `writable_roots`; not the temporary directories, where ssh-agent, X11 and tmux keep
+//! theirs — unless the host allow-lists it ([`Sandbox::with_allowed_socket`]). Sockets a
+//! command makes in a writable root, and the workspace's own, keep working. Path sockets
+//! are hidden by a mount each (see `sockets.rs` for how they are found and why a mount);
+//! abstract ones are scoped by Landlock. What the kernel cannot enforce is named the same
+//! way as above.
 
 // unsafe: openat2, descriptor walks and renameat are raw syscalls.
 #[allow(unsafe_code)]
@@ -32,6 +43,7 @@ pub(crate) mod beneath;
 #[allow(unsafe_code)]
 mod landlock;
 mod seccomp;
+mod sockets;
 // unsafe: the cloned child applies mounts, prctl, seccomp and Landlock by raw syscalls.
 #[allow(unsafe_code)]
 pub(crate) mod spawn;
@@ -124,6 +136,7 @@ pub struct Sandbox {
     enforcement: Enforcement,
     extra_protected: Vec<PathBuf>,
     assumed_abi: Option<u32>,
+    allowed_sockets: Vec<PathBuf>,
 }
 
 impl Sandbox {
@@ -140,6 +153,7 @@ impl Sandbox {
             enforcement: Enforcement::Required,
             extra_protected: Vec::new(),
             assumed_abi: None,
+            allowed_sockets: Vec::new(),
         }
     }
 
@@ -159,6 +173,15 @@ impl Sandbox {
     /// defaults `.git` (and its resolved `gitdir:`), `AGENTS.md`, `CLAUDE.md`, `GEMINI.md`.
     pub fn with_protected_path(mut self, path: impl Into<PathBuf>) -> Sandbox {
         self.extra_protected.push(path.into());
+        self
+    }
+
+    /// Lets commands reach the UNIX socket at `path` (absolute, or relative to the working
+    /// directory; links resolved when the sandbox is made) although it lies outside the
+    /// workspace roots: a build that needs the host's Docker, say. Every other host socket
+    /// stays hidden. Abstract sockets have no allow-list.
+    pub fn with_allowed_socket(mut self, path: impl Into<PathBuf>) -> Sandbox {
+        self.allowed_sockets.push(path.into());
         self
     }
 
@@ -204,7 +227,12 @@ impl Sandbox {
             _ => false,
         };
         let network_ok = parent.network == Network::On || self.network == Network::Off;
-        policy_ok && network_ok
+        let sockets_ok = parent.policy == SandboxPolicy::FullAccess
+            || self
+                .allowed_sockets
+                .iter()
+                .all(|s| parent.allowed_sockets.contains(s));
+        policy_ok && network_ok && sockets_ok
     }
 }
 
@@ -254,6 +282,16 @@ pub(crate) struct Active {
     pub(crate) writable: Vec<PathBuf>,
     /// Canonical absolute protected paths (existing or not).
     pub(crate) protected: Vec<PathBuf>,
+    /// Where host sockets stay reachable: the canonical workspace roots (the working
+    /// directory and `writable_roots`; not the temporary directories).
+    pub(crate) socket_roots: Vec<PathBuf>,
+    /// The allow-listed sockets, canonical.
+    pub(crate) allowed_sockets: Vec<PathBuf>,
+    /// Whether host path sockets are hidden by mounts in each command's namespace.
+    pub(crate) hide_sockets: bool,
+    /// Whether each command gets a network namespace of its own (abstract sockets, below
+    /// Landlock ABI 6, with the network off).
+    pub(crate) own_network: bool,
     /// The Landlock ABI used (0: none).
     pub(crate) abi: u32,
     /// Whether protected paths get read-only bind mounts.
@@ -278,6 +316,7 @@ impl Active {
         let wd = canonical(working_dir);
         let mut writable = Vec::new();
         let mut protected = Vec::new();
+        let mut socket_roots = Vec::new();
         if let SandboxPolicy::WorkspaceWrite {
             writable_roots,
             include_tmp,
@@ -294,6 +333,9 @@ impl Active {
                     protected.push(canonical(&gitdir));
                 }
             }
+            // So do reachable host sockets: a shared temporary directory holds the
+            // ssh-agent's, X11's and tmux's.
+            socket_roots.clone_from(&writable);
             if *include_tmp {
                 writable.push(canonical(Path::new("/tmp")));
                 writable.extend(tmpdir.map(canonical));
@@ -305,40 +347,22 @@ impl Active {
             let p = wd.join(p);
             canonical(&p)
         }));
+        let allowed_sockets = sandbox
+            .allowed_sockets
+            .iter()
+            .map(|p| canonical(&wd.join(p)))
+            .collect();
         let probed = landlock::abi();
         let abi = sandbox.assumed_abi.map_or(probed, |a| a.min(probed));
-        let restricted = sandbox.policy != SandboxPolicy::FullAccess;
-        let mut warnings = Vec::new();
-        let mut mounts = false;
-        if restricted {
-            if abi == 0 {
-                warnings.push(
-                    "Landlock is not available: commands can write anywhere the agent's user \
-                     can"
-                    .to_string(),
-                );
-            } else if sandbox.network == Network::Off && abi < 4 {
-                warnings.push(format!(
-                    "Landlock ABI {abi} < 4: TCP is blocked by seccomp alone"
-                ));
-            }
-            let existing: Vec<&PathBuf> = protected.iter().filter(|p| p.exists()).collect();
-            if !existing.is_empty() && !writable.is_empty() {
-                mounts = spawn::mount_namespace_available();
-                if !mounts {
-                    warnings.push(format!(
-                        "no mount namespace: protected paths are writable by commands: {}",
-                        existing
-                            .iter()
-                            .map(|p| p.display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
-                }
-            }
-        }
-        // The TCP layer is only a second layer; its absence alone is no failure.
-        let fatal: Vec<String> = warnings
+        let gaps = if sandbox.policy == SandboxPolicy::FullAccess {
+            Gaps::default()
+        } else {
+            Gaps::of(&sandbox, abi, &protected, !writable.is_empty())
+        };
+        // The TCP layer is only a second layer, and abstract sockets with the network on are
+        // as reachable as local TCP ports: their absence alone is no failure.
+        let fatal: Vec<String> = gaps
+            .warnings
             .iter()
             .filter(|w| !w.starts_with("Landlock ABI"))
             .cloned()
@@ -350,9 +374,13 @@ impl Active {
             sandbox,
             writable,
             protected,
+            socket_roots,
+            allowed_sockets,
+            hide_sockets: gaps.hide_sockets,
+            own_network: gaps.own_network,
             abi,
-            mounts,
-            warnings,
+            mounts: gaps.mounts,
+            warnings: gaps.warnings,
         })
     }
 
@@ -409,6 +437,91 @@ impl Active {
             )),
             None => Ok(()),
         }
+    }
+}
+
+/// How a restricting sandbox is enforced on this kernel, and what it cannot enforce.
+#[derive(Default)]
+struct Gaps {
+    /// Protected paths get read-only bind mounts.
+    mounts: bool,
+    /// Host path sockets are hidden by mounts.
+    hide_sockets: bool,
+    /// Commands get a network namespace of their own.
+    own_network: bool,
+    /// What is not enforced, one sentence each.
+    warnings: Vec<String>,
+}
+
+impl Gaps {
+    fn of(sandbox: &Sandbox, abi: u32, protected: &[PathBuf], writes: bool) -> Gaps {
+        let mut gaps = Gaps::default();
+        let warn = |gaps: &mut Gaps, warning: String| gaps.warnings.push(warning);
+        if abi == 0 {
+            warn(
+                &mut gaps,
+                "Landlock is not available: commands can write anywhere the agent's user \
+                 can (and a root command can unmount what hides protected paths and host \
+                 sockets)"
+                    .to_string(),
+            );
+        } else if sandbox.network == Network::Off && abi < 4 {
+            warn(
+                &mut gaps,
+                format!("Landlock ABI {abi} < 4: TCP is blocked by seccomp alone"),
+            );
+        }
+        let namespace = spawn::mount_namespace_available();
+        let existing: Vec<&PathBuf> = protected.iter().filter(|p| p.exists()).collect();
+        if !existing.is_empty() && writes {
+            gaps.mounts = namespace;
+            if !namespace {
+                let names: Vec<String> = existing.iter().map(|p| p.display().to_string()).collect();
+                warn(
+                    &mut gaps,
+                    format!(
+                        "no mount namespace: protected paths are writable by commands: {}",
+                        names.join(", ")
+                    ),
+                );
+            }
+        }
+        gaps.hide_sockets = namespace;
+        if !namespace && abi < landlock::RESOLVE_UNIX_ABI {
+            warn(
+                &mut gaps,
+                format!(
+                    "no mount namespace and Landlock ABI {abi} < {}: commands can connect to \
+                     the UNIX sockets of host processes outside the workspace (Docker, \
+                     ssh-agent, D-Bus)",
+                    landlock::RESOLVE_UNIX_ABI
+                ),
+            );
+        }
+        if abi < landlock::SCOPE_ABI {
+            if sandbox.network == Network::Off {
+                gaps.own_network = spawn::network_namespace_available();
+                if !gaps.own_network {
+                    warn(
+                        &mut gaps,
+                        format!(
+                            "no network namespace and Landlock ABI {abi} < 6: commands can \
+                             connect to the abstract UNIX sockets of host processes (D-Bus, X11)"
+                        ),
+                    );
+                }
+            } else {
+                warn(
+                    &mut gaps,
+                    format!(
+                        "Landlock ABI {abi} < 6: with the network on, commands can connect to \
+                         the abstract UNIX sockets of host processes (D-Bus, X11), as to local \
+                         TCP ports"
+                    ),
+                );
+            }
+        }
+        gaps
     }
 }
 

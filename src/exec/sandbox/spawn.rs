@@ -4,18 +4,19 @@
 //! and `exec` (`exec/process/launch.rs`), makes only raw syscalls (async-signal-safe: no
 //! allocation, no lock).
 //!
-//! Order in the child: read-only bind mounts of the protected paths in the private mount
-//! namespace the clone made ([`Hook::clone_flags`]; before Landlock, which forbids
-//! mounting), `PR_SET_NO_NEW_PRIVS`, every descriptor but stdio marked close-on-exec,
-//! seccomp, `landlock_restrict_self`.
+//! Order in the child: read-only bind mounts of the protected paths and `/dev/null` over
+//! each host socket to hide (`sockets.rs`) in the private mount namespace the clone made
+//! ([`Hook::clone_flags`]; before Landlock, which forbids mounting), `PR_SET_NO_NEW_PRIVS`,
+//! every descriptor but stdio marked close-on-exec, seccomp, `landlock_restrict_self`.
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::OnceLock;
 
-use super::{Active, Network, landlock, seccomp};
+use super::{Active, Network, landlock, seccomp, sockets};
 
 /// What the child needs, ready before the clone.
 pub(crate) struct Prepared {
@@ -23,6 +24,9 @@ pub(crate) struct Prepared {
     filter: Vec<libc::sock_filter>,
     /// Protected paths that exist, to bind-mount read-only.
     mounts: Vec<CString>,
+    /// Host sockets to hide under `/dev/null`.
+    sockets: Vec<CString>,
+    network_off: bool,
     /// Namespace flags for the clone: a mount namespace, in a user namespace unless root
     /// (0: none).
     namespace_flags: libc::c_int,
@@ -39,6 +43,9 @@ pub(crate) struct Hook {
     filter_len: u16,
     mounts: *const CString,
     mounts_len: usize,
+    sockets: *const CString,
+    sockets_len: usize,
+    network_off: bool,
     namespace_flags: libc::c_int,
     uid_map: *const libc::c_char,
     gid_map: *const libc::c_char,
@@ -51,16 +58,23 @@ unsafe impl Send for Hook {}
 unsafe impl Sync for Hook {}
 
 impl Hook {
-    /// The namespace flags the child must be cloned with (`CLONE_NEWNS`, with
-    /// `CLONE_NEWUSER` unless root; 0 when nothing is to be mounted).
+    /// The namespace flags the child must be cloned with (`CLONE_NEWNS` and maybe
+    /// `CLONE_NEWNET`, with `CLONE_NEWUSER` unless root; 0 when none is needed).
     pub(crate) fn clone_flags(&self) -> libc::c_int {
         self.namespace_flags
+    }
+
+    /// Whether a refused connection is a sign of the sandbox: host sockets were hidden
+    /// (they refuse connections) and the network is off (so no TCP port refused it).
+    pub(crate) fn refusal_is_denial(&self) -> bool {
+        self.sockets_len > 0 && self.network_off
     }
 }
 
 impl Prepared {
-    /// Builds the ruleset and filter for `active`.
-    pub(crate) fn new(active: &Active) -> io::Result<Prepared> {
+    /// Builds the ruleset and filter for `active`, and finds the host sockets to hide from
+    /// a command whose environment is `env`.
+    pub(crate) fn new(active: &Active, env: &BTreeMap<String, String>) -> io::Result<Prepared> {
         let ruleset = if active.abi > 0 {
             // Above 2: the child puts its standard descriptors on 0–2 before it applies the
             // ruleset (a host with closed stdio would get it on one of them).
@@ -69,10 +83,17 @@ impl Prepared {
                     abi: active.abi,
                     writable: &active.writable,
                     deny_tcp: active.sandbox.network == Network::Off,
+                    socket_roots: &active.socket_roots,
+                    allowed_sockets: &active.allowed_sockets,
                 },
             )?)?)
         } else {
             None
+        };
+        let sockets = if active.hide_sockets {
+            sockets::to_hide(&active.socket_roots, &active.allowed_sockets, env)
+        } else {
+            Vec::new()
         };
         let mut mounts = Vec::new();
         if active.mounts {
@@ -84,15 +105,23 @@ impl Prepared {
                 }
             }
         }
-        let (namespace_flags, maps) = if mounts.is_empty() {
+        let network = if active.own_network {
+            libc::CLONE_NEWNET
+        } else {
+            0
+        };
+        let (namespace_flags, maps) = if mounts.is_empty() && sockets.is_empty() && network == 0 {
             (0, None)
         } else {
-            namespace_flags()
+            let (flags, maps) = namespace_flags();
+            (flags | network, maps)
         };
         Ok(Prepared {
             ruleset,
             filter: seccomp::program(active.sandbox.network == Network::Off),
             mounts,
+            sockets,
+            network_off: active.sandbox.network == Network::Off,
             namespace_flags,
             maps,
         })
@@ -106,6 +135,9 @@ impl Prepared {
             filter_len: self.filter.len() as u16,
             mounts: self.mounts.as_ptr(),
             mounts_len: self.mounts.len(),
+            sockets: self.sockets.as_ptr(),
+            sockets_len: self.sockets.len(),
+            network_off: self.network_off,
             namespace_flags: self.namespace_flags,
             uid_map: self
                 .maps
@@ -139,6 +171,15 @@ pub(crate) fn mount_namespace_available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE
         .get_or_init(|| crate::exec::process::clone::namespaces_available(namespace_flags().0))
+}
+
+/// Whether a child can be cloned into a network namespace of its own as well (probed once
+/// per process).
+pub(crate) fn network_namespace_available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        crate::exec::process::clone::namespaces_available(namespace_flags().0 | libc::CLONE_NEWNET)
+    })
 }
 
 fn check(r: libc::c_long) -> io::Result<()> {
@@ -196,6 +237,15 @@ pub(crate) unsafe fn apply(hook: Hook) -> io::Result<()> {
                 )?;
                 let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY;
                 check(libc::mount(null, p, null, flags, null.cast()) as libc::c_long)?;
+            }
+            for i in 0..hook.sockets_len {
+                let p = (*hook.sockets.add(i)).as_ptr();
+                let r = libc::mount(c"/dev/null".as_ptr(), p, null, libc::MS_BIND, null.cast());
+                match check(r as libc::c_long) {
+                    // A socket removed since the scan has nothing left to hide.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    other => other?,
+                }
             }
         }
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long)?;

@@ -2,7 +2,9 @@
 //! LocalExecutionEnvironment::exec_command without a sandbox and under workspace-write with
 //! the network off (Landlock ruleset built per command, seccomp filter, NO_NEW_PRIVS, a
 //! private mount namespace with read-only bind mounts of `.git` and `AGENTS.md`), and
-//! reports the medians, their difference, and the Landlock ABI. Never asserts.
+//! reports the medians, their difference, and the Landlock ABI; then the same with
+//! [`HOST_SOCKETS`] listening sockets of this process in a runtime directory, which every
+//! sandboxed command finds and hides (a desktop's daemons). Never asserts.
 
 use std::time::{Duration, Instant};
 
@@ -79,6 +81,7 @@ pub fn run() -> Vec<Row> {
             "",
         ),
     ];
+    rows.extend(with_host_sockets(&sandboxed, with));
     let min_size = crate::e2e::target_dir().join("min-size/agentloop");
     if let Ok(meta) = std::fs::metadata(&min_size) {
         rows.push(row(
@@ -88,4 +91,43 @@ pub fn run() -> Vec<Row> {
         ));
     }
     rows
+}
+
+/// Listening sockets made for the host-socket row: about what a desktop session's daemons
+/// bind (D-Bus, systemd, PulseAudio, gpg-agent, Docker, …), with room to spare.
+const HOST_SOCKETS: usize = 100;
+
+/// The `true` median with [`HOST_SOCKETS`] host sockets to hide, against `without` (the
+/// median with this machine's own); nothing where no runtime directory is writable.
+fn with_host_sockets(sandboxed: &LocalExecutionEnvironment, without: Duration) -> Vec<Row> {
+    let Some(dir) = ["/run", "/var/run"].iter().find_map(|d| {
+        tempfile::Builder::new()
+            .prefix("agentloop-bench")
+            .tempdir_in(d)
+            .ok()
+    }) else {
+        return vec![row("host sockets", "no writable /run".to_string(), "")];
+    };
+    let listeners: Vec<_> = (0..HOST_SOCKETS)
+        .filter_map(|i| {
+            std::os::unix::net::UnixListener::bind(dir.path().join(format!("s{i}.sock"))).ok()
+        })
+        .collect();
+    median_of(sandboxed);
+    let with = median_of(sandboxed);
+    drop(listeners);
+    vec![
+        row(
+            format!(
+                "`true`, workspace-write, {HOST_SOCKETS} host sockets hidden (median of {RUNS})"
+            ),
+            ms(with),
+            "",
+        ),
+        row(
+            format!("what hiding {HOST_SOCKETS} host sockets adds"),
+            ms(with.saturating_sub(without)),
+            "< 2 ms",
+        ),
+    ]
 }
