@@ -1,7 +1,8 @@
 //! The escape suite: real commands and the file tools under a sandbox with the network off
 //! (Landlock + seccomp + read-only bind mounts), each test named after the attempt it
 //! makes; and what must keep working. Skips (with a printed reason) only where the kernel
-//! has no Landlock or a case's need (python3, root) is missing.
+//! has no Landlock or a case's need (python3, root, ssh-agent, a writable `/run`) is
+//! missing.
 //!
 //! The suite is a table ([`escapes!`]): a row names a test, the policy its environment runs
 //! under and what it needs; the attempt is the function of the same name in [`attempts`]
@@ -63,11 +64,29 @@ escapes! {
     io_uring_setup_is_denied: workspace_write, have_python;
     a_setuid_binary_gains_no_privileges: workspace_write, have_python, am_root;
     a_child_that_double_forks_and_writes_later_is_denied: workspace_write;
+    // Host daemons' UNIX sockets outside the workspace roots (`sandbox/host_sockets.rs`).
+    a_listener_in_var_tmp_is_unreachable: workspace_write_and_tmp, have_python;
+    a_listener_in_var_tmp_is_unreachable_read_only: read_only, have_python
+        => attempts::a_listener_in_var_tmp_is_unreachable;
+    a_listener_under_run_is_unreachable: workspace_write_and_tmp, have_python, can_bind_in_run;
+    a_listener_under_run_is_unreachable_read_only: read_only, have_python, can_bind_in_run
+        => attempts::a_listener_under_run_is_unreachable;
+    an_abstract_listener_is_unreachable: workspace_write_and_tmp, have_python;
+    an_abstract_listener_is_unreachable_read_only: read_only, have_python
+        => attempts::an_abstract_listener_is_unreachable;
+    ssh_agents_socket_is_unreachable: workspace_write_and_tmp, have_ssh_agent;
+    ssh_agents_socket_is_unreachable_read_only: read_only, have_ssh_agent
+        => attempts::ssh_agents_socket_is_unreachable;
+    read_only_hides_even_the_workspaces_sockets: read_only, have_python;
     // What must keep working.
     builds_write_target_and_read_the_toolchain: workspace_write_and_tmp;
     tmp_is_writable_only_with_include_tmp: workspace_write_and_tmp;
     git_status_and_diff_work: workspace_write;
     unix_sockets_pipes_and_background_jobs_work: workspace_write, have_python;
+    an_allow_listed_socket_connects: workspace_write_and_tmp, have_python;
+    an_allow_listed_socket_connects_read_only: read_only, have_python
+        => attempts::an_allow_listed_socket_connects;
+    a_socket_inside_the_workspace_connects: workspace_write, have_python;
     read_only_lets_read_tools_and_commands_run: read_only;
     the_landlock_abi_is_probed_and_reported: workspace_write;
     a_subagent_inherits_the_parents_sandbox: workspace_write;
@@ -163,8 +182,17 @@ fn fixture() -> Fixture {
 /// The environment under `policy` with the network off and enforcement required; `None`
 /// (and a printed reason) where the kernel has no Landlock.
 fn sandboxed(ws: &Path, policy: SandboxPolicy) -> Option<LocalExecutionEnvironment> {
+    sandboxed_with(ws, policy, |sandbox| sandbox)
+}
+
+/// [`sandboxed`], the sandbox changed by `adjust` first.
+fn sandboxed_with(
+    ws: &Path,
+    policy: SandboxPolicy,
+    adjust: impl FnOnce(Sandbox) -> Sandbox,
+) -> Option<LocalExecutionEnvironment> {
     let env = LocalExecutionEnvironment::new(ws).unwrap();
-    let sandbox = Sandbox::new(policy).with_network(Network::Off);
+    let sandbox = adjust(Sandbox::new(policy).with_network(Network::Off));
     match env.with_sandbox(sandbox) {
         Ok(env) => Some(env),
         Err(e) if e.to_string().contains("Landlock is not available") => {
@@ -316,8 +344,17 @@ fn best_effort_without_landlock_runs_and_the_session_warns() {
     );
 }
 
+mod host_sockets;
+use host_sockets::{can_bind_in_run, have_ssh_agent};
+
 /// The attempts of the table's rows, each named after its test.
 mod attempts {
+    pub(super) use super::host_sockets::{
+        a_listener_in_var_tmp_is_unreachable, a_listener_under_run_is_unreachable,
+        a_socket_inside_the_workspace_connects, an_abstract_listener_is_unreachable,
+        an_allow_listed_socket_connects, read_only_hides_even_the_workspaces_sockets,
+        ssh_agents_socket_is_unreachable,
+    };
     use super::*;
 
     pub(super) fn a_shell_write_outside_the_roots_is_denied(

@@ -120,5 +120,8 @@ fn a_transport_that_never_answers_hello_fails_at_the_hello_timeout_and_is_ended(
     );
     assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
     assert!(!running(pid_in(dir.path())), "the transport still runs");
-    assert!(DEFAULT_HELLO_TIMEOUT.as_secs() * 2 <= 60, "the default is well under a minute");
+    assert!(
+        DEFAULT_HELLO_TIMEOUT.as_secs() * 2 <= 60,
+        "the default is well under a minute"
+    );
 }
