@@ -30,8 +30,9 @@
 //! Host UNIX sockets (`/var/run/docker.sock`, ssh-agent, D-Bus, X11, tmux): a command
 //! cannot `connect(2)` to one outside the workspace roots — the working directory and
 //! `writable_roots`; not the temporary directories, where ssh-agent, X11 and tmux keep
-//! theirs — unless the host allow-lists it ([`Sandbox::with_allowed_socket`]). Sockets a
-//! command makes in a writable root, and the workspace's own, keep working. Path sockets
+//! theirs — unless the host allow-lists it ([`Sandbox::with_allowed_socket`]). The
+//! workspace's sockets keep working, and so does one a command makes in `/tmp` for as long
+//! as that command runs (a later command, like any host process, finds it hidden). Path sockets
 //! are hidden by a mount each (see `sockets.rs` for how they are found and why a mount);
 //! abstract ones are scoped by Landlock. What the kernel cannot enforce is named the same
 //! way as above.
