@@ -421,6 +421,17 @@ pub struct Request {
     /// `{"anthropic": {"beta_headers": ["…"]}}`. Each adapter reads only its own key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_options: Option<Value>,
+    /// Which requests share a prompt prefix, for the provider's prompt cache: OpenAI's
+    /// `prompt_cache_key` (Responses, and Chat Completions on OpenAI's own API); other
+    /// formats ignore it. A session sets its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_key: Option<String>,
+    /// How long the prompt-cache entries this request writes should live, in seconds, where
+    /// the provider lets the caller choose: Anthropic takes 300 or 3600 (`cache_control`'s
+    /// `ttl`, `5m` or `1h`; another value is a configuration error); others ignore it.
+    /// `None` leaves it to the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ttl_secs: Option<u64>,
 }
 
 impl Request {

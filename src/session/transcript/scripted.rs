@@ -96,6 +96,7 @@ impl ScriptedModel {
                 ReplayStep {
                     request: Some(expected),
                     answer: answer.map(|index| scripted_answer(turns, index)),
+                    failure: record.failure,
                 },
             ));
         }
@@ -111,6 +112,7 @@ impl ScriptedModel {
                             history_messages: 0,
                         }),
                         answer: Some(ScriptedTurn::text(answer.clone())),
+                        failure: None,
                     },
                 ));
             }
@@ -123,6 +125,7 @@ impl ScriptedModel {
                     ReplayStep {
                         request: None,
                         answer: Some(scripted_answer(turns, index)),
+                        failure: None,
                     },
                 ));
             }

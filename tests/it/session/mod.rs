@@ -3,6 +3,7 @@
 
 pub mod abort;
 pub mod blocked_tool;
+pub mod budget;
 pub mod errors;
 pub mod events;
 pub mod hooks;
