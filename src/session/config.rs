@@ -350,4 +350,11 @@ impl SessionConfig {
         self.prompt_cache_ttl = Some(ttl);
         self
     }
+
+    /// Sets how many invalid final answers are sent back to the model (see
+    /// [`structured_output_retries`](Self::structured_output_retries)).
+    pub fn with_structured_output_retries(mut self, retries: usize) -> SessionConfig {
+        self.structured_output_retries = retries;
+        self
+    }
 }
