@@ -507,6 +507,10 @@ pub struct Usage {
     /// Tokens written to the prompt cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_tokens: Option<u64>,
+    /// Of `cache_write_tokens`, those written to live an hour (Anthropic's `1h` TTL, billed
+    /// higher than its 5-minute writes), where the provider reports them apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_1h_tokens: Option<u64>,
 }
 
 fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -526,6 +530,7 @@ impl std::ops::Add for Usage {
             reasoning_tokens: add_opt(self.reasoning_tokens, rhs.reasoning_tokens),
             cache_read_tokens: add_opt(self.cache_read_tokens, rhs.cache_read_tokens),
             cache_write_tokens: add_opt(self.cache_write_tokens, rhs.cache_write_tokens),
+            cache_write_1h_tokens: add_opt(self.cache_write_1h_tokens, rhs.cache_write_1h_tokens),
         }
     }
 }

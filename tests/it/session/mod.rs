@@ -4,6 +4,7 @@
 pub mod abort;
 pub mod blocked_tool;
 pub mod budget;
+pub mod cache;
 pub mod errors;
 pub mod events;
 pub mod fallback;
