@@ -164,7 +164,7 @@ impl Error {
 
     /// Marks the failure as final: the retries it deserved were already spent (a replay of
     /// a recorded failure), so [`is_retryable`](Self::is_retryable) says no.
-    pub(crate) fn as_final_attempt(mut self) -> Error {
+    pub(crate) fn marked_final(mut self) -> Error {
         self.inner.final_attempt = true;
         self
     }

@@ -394,7 +394,7 @@ pub(crate) fn check_config(config: &SessionConfig, profile: &ProviderProfile) ->
         ));
     }
     for budget in [&config.input_budget, &config.session_budget] {
-        if budget.cost_usd.is_some_and(|c| !(c >= 0.0)) {
+        if budget.cost_usd.is_some_and(|c| c.is_nan() || c < 0.0) {
             return Err(Error::new(
                 ErrorKind::Configuration,
                 "a cost budget must be a number of dollars, zero or more",

@@ -1,6 +1,6 @@
-//! `Session::run_structured`: one input whose final answer is a JSON value valid against
-//! the host's schema (the mechanism is `structured.rs`). It submits and waits, like
-//! `Session::run`; it never touches the loop itself.
+//! `Session::run_structured` and `submit_structured`: one input whose final answer is a JSON
+//! value valid against the host's schema (the mechanism is `structured.rs`). They submit
+//! (and the first waits), like `run` and `submit`; they never touch the loop itself.
 
 use std::sync::Arc;
 
@@ -78,5 +78,22 @@ impl Session {
             structured: Some(Box::new(structured)),
         })?;
         self.outcome_of(&outcome)
+    }
+
+    /// Queues `input` as [`run_structured`](Self::run_structured) does, and returns at
+    /// once: the value arrives in the input's `PROCESSING_END` event (`output`), for a host
+    /// that reads the event stream (the `agentloop` CLI's `--output-schema`). Fails like
+    /// [`submit`](Self::submit), and with a configuration error for an unusable schema.
+    pub fn submit_structured(
+        &self,
+        input: impl Into<String>,
+        schema: serde_json::Value,
+    ) -> Result<()> {
+        let structured = Structured::new(Arc::new(schema), self.structured_output_retries)?;
+        self.send(Input::Submit {
+            text: input.into(),
+            reply: None,
+            structured: Some(Box::new(structured)),
+        })
     }
 }

@@ -280,7 +280,7 @@ impl ScriptedModel {
                         ),
                     )
                     .with_provider(id)
-                    .as_final_attempt(),
+                    .marked_final(),
                 )
             }));
             expected.push_back(step.request);
