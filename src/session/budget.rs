@@ -33,8 +33,9 @@ pub struct Budget {
     /// Wall-clock time: from the input's start, or the session's creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_time: Option<Duration>,
-    /// Tool calls run (calls answered without running, like a denied call or one over
-    /// this budget, are not counted).
+    /// Tool calls the loop ran, or handed to the approval and hooks to run (the
+    /// `final_answer` of structured output, and calls beyond this budget, which are
+    /// answered without running, are not counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<u64>,
 }

@@ -52,13 +52,18 @@ impl Spent {
     }
 }
 
-/// A budget at or past a point: which, whose, its limit and what was used.
+/// A budget at or past a point: which, whose, its limit and what was used (in the
+/// budget's unit: tokens, US dollars, seconds, tool calls).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Crossing {
-    pub(crate) which: BudgetKind,
-    pub(crate) scope: BudgetScope,
-    pub(crate) limit: f64,
-    pub(crate) used: f64,
+pub struct Crossing {
+    /// Which budget.
+    pub which: BudgetKind,
+    /// Whose.
+    pub scope: BudgetScope,
+    /// Its limit.
+    pub limit: f64,
+    /// What was used.
+    pub used: f64,
 }
 
 #[derive(Debug, Default)]
@@ -72,7 +77,7 @@ struct LedgerState {
 
 /// The spending of one session (its subagents' included), and its limits.
 #[derive(Debug)]
-pub(crate) struct Ledger {
+pub struct Ledger {
     parent: Option<Arc<Ledger>>,
     input: Budget,
     session: Budget,
@@ -82,7 +87,7 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     /// The ledger of a session with `config`'s budgets, charging `parent` too.
-    pub(crate) fn new(config: &SessionConfig, parent: Option<Arc<Ledger>>) -> Arc<Ledger> {
+    pub fn new(config: &SessionConfig, parent: Option<Arc<Ledger>>) -> Arc<Ledger> {
         Arc::new(Ledger {
             parent,
             input: config.input_budget,
@@ -120,20 +125,20 @@ impl Ledger {
     fn crossings(&self, fraction: f64) -> Vec<Crossing> {
         let state = lock(&self.state);
         let now = Instant::now();
-        let mut scopes = vec![(
+        let input = state.input_started.map(|started| {
+            let spent = state.spent.since(&state.input_base);
+            (BudgetScope::Input, &self.input, spent, now - started)
+        });
+        let session = (
             BudgetScope::Session,
             &self.session,
             state.spent,
             now - self.started,
-        )];
-        if let Some(started) = state.input_started {
-            let spent = state.spent.since(&state.input_base);
-            scopes.push((BudgetScope::Input, &self.input, spent, now - started));
-        }
+        );
         drop(state);
         let mut found = Vec::new();
         // The input's limits first: they are the nearer ones.
-        for (scope, budget, spent, elapsed) in scopes.into_iter().rev() {
+        for (scope, budget, spent, elapsed) in input.into_iter().chain([session]) {
             for which in KINDS {
                 let Some(limit) = budget.limit(which) else {
                     continue;
@@ -182,8 +187,9 @@ impl Ledger {
 }
 
 /// A session's budgets as its worker keeps them: the ledger, and which warnings fired.
+/// (Reachable through `unstable` for the bench, which times the bookkeeping of a round.)
 #[derive(Debug)]
-pub(crate) struct Meter {
+pub struct Meter {
     ledger: Arc<Ledger>,
     warn_at: f64,
     note: bool,
@@ -195,7 +201,8 @@ pub(crate) struct Meter {
 }
 
 impl Meter {
-    pub(crate) fn new(ledger: Arc<Ledger>, config: &SessionConfig) -> Meter {
+    /// The meter of a session keeping `ledger`, warning at `config`'s fraction.
+    pub fn new(ledger: Arc<Ledger>, config: &SessionConfig) -> Meter {
         Meter {
             ledger,
             warn_at: config.budget_warning_fraction,
@@ -207,7 +214,7 @@ impl Meter {
     }
 
     /// An input starts: its budgets start from zero, its warnings re-arm.
-    pub(crate) fn start_input(&mut self) {
+    pub fn start_input(&mut self) {
         let mut state = lock(&self.ledger.state);
         state.input_base = state.spent;
         self.input_started = Instant::now();
@@ -219,7 +226,7 @@ impl Meter {
     }
 
     /// The input ended: what it spent on tool calls and how long it took.
-    pub(crate) fn end_input(&mut self) -> (u64, Duration) {
+    pub fn end_input(&mut self) -> (u64, Duration) {
         let mut state = lock(&self.ledger.state);
         state.input_started = None;
         let calls = state.spent.since(&state.input_base).tool_calls;
@@ -237,9 +244,29 @@ impl Meter {
         self.stopped_by
     }
 
+    /// The budgets before a model call: the ones that passed the warning fraction since
+    /// the last check (each budget once; once per input for the input's), and the
+    /// exhausted one, if any (this ledger's or an ancestor's).
+    pub fn check(&mut self) -> (Vec<Crossing>, Option<Crossing>) {
+        let mut warnings = self.ledger.crossings(self.warn_at);
+        warnings.retain(|crossing| {
+            let key = (crossing.scope, crossing.which);
+            let new = !self.warned.contains(&key);
+            if new {
+                self.warned.push(key);
+            }
+            new
+        });
+        let exhausted = self.ledger.exhausted();
+        if let Some(crossing) = &exhausted {
+            self.stopped_by = Some((crossing.which, crossing.scope));
+        }
+        (warnings, exhausted)
+    }
+
     /// Charges one model call answered by `provider` with `usage`, costing `cost` (`None`:
     /// unknown).
-    pub(crate) fn charge_call(&self, usage: &Usage, provider: &str, cost: Option<f64>) {
+    pub fn charge_call(&self, usage: &Usage, provider: &str, cost: Option<f64>) {
         let tokens = billed_tokens(usage, provider);
         self.ledger.charge(|spent| {
             spent.tokens = spent.tokens.saturating_add(tokens);
@@ -251,7 +278,7 @@ impl Meter {
     }
 
     /// Charges `calls` tool calls run.
-    pub(crate) fn charge_tool_calls(&self, calls: u64) {
+    pub fn charge_tool_calls(&self, calls: u64) {
         if calls > 0 {
             self.ledger
                 .charge(|spent| spent.tool_calls = spent.tool_calls.saturating_add(calls));
@@ -259,7 +286,7 @@ impl Meter {
     }
 
     /// How many more tool calls may run; `None`: no limit.
-    pub(crate) fn tool_calls_left(&self) -> Option<u64> {
+    pub fn tool_calls_left(&self) -> Option<u64> {
         self.ledger.tool_calls_left()
     }
 }
@@ -314,25 +341,17 @@ pub(crate) fn check_limits(
         });
         return stop(StopReason::TurnLimit);
     }
-    let mut note = None;
-    for crossing in meter.ledger.crossings(meter.warn_at) {
-        let key = (crossing.scope, crossing.which);
-        if meter.warned.contains(&key) {
-            continue;
-        }
-        meter.warned.push(key);
+    let (warnings, exhausted) = meter.check();
+    let note = warnings.first().filter(|_| meter.note).map(note_for);
+    for crossing in warnings {
         events.emit(EventKind::BudgetWarning {
             which: crossing.which,
             scope: crossing.scope,
             limit: crossing.limit,
             used: crossing.used,
         });
-        if meter.note && note.is_none() {
-            note = Some(note_for(&crossing));
-        }
     }
-    if let Some(crossing) = meter.ledger.exhausted() {
-        meter.stopped_by = Some((crossing.which, crossing.scope));
+    if let Some(crossing) = exhausted {
         events.emit(EventKind::BudgetExhausted {
             which: crossing.which,
             scope: crossing.scope,

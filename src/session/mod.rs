@@ -95,7 +95,7 @@ mod hook_commands;
 mod hook_runner;
 mod hooks;
 mod input_events;
-mod ledger;
+pub(crate) mod ledger;
 mod loop_detection;
 mod model_call;
 mod run_structured;
