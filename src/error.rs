@@ -54,6 +54,9 @@ pub enum ErrorKind {
     SessionClosed,
     /// A local I/O operation of the library itself failed (for example writing a transcript).
     Io,
+    /// The model gave no final answer valid against the output schema of
+    /// `Session::run_structured` (the message says what was wrong with the last one).
+    StructuredOutput,
 }
 
 impl ErrorKind {
@@ -76,6 +79,7 @@ impl ErrorKind {
             ErrorKind::Configuration => "configuration",
             ErrorKind::SessionClosed => "session_closed",
             ErrorKind::Io => "io",
+            ErrorKind::StructuredOutput => "structured_output",
         }
     }
 }
@@ -100,6 +104,8 @@ struct Inner {
     code: Option<String>,
     body_excerpt: Option<String>,
     retry_after: Option<Duration>,
+    /// The failure already spent its retries (a recorded one, replayed): never retried.
+    final_attempt: bool,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
@@ -118,6 +124,7 @@ impl Error {
                 code: None,
                 body_excerpt: None,
                 retry_after: None,
+                final_attempt: false,
                 source: None,
             }),
         }
@@ -152,6 +159,13 @@ impl Error {
     /// Sets how long the provider asked us to wait before retrying.
     pub fn with_retry_after(mut self, retry_after: Duration) -> Error {
         self.inner.retry_after = Some(retry_after);
+        self
+    }
+
+    /// Marks the failure as final: the retries it deserved were already spent (a replay of
+    /// a recorded failure), so [`is_retryable`](Self::is_retryable) says no.
+    pub(crate) fn marked_final(mut self) -> Error {
+        self.inner.final_attempt = true;
         self
     }
 
@@ -203,8 +217,12 @@ impl Error {
         self.inner.retry_after
     }
 
-    /// Whether retrying the same request may succeed (unified spec §6.3).
+    /// Whether retrying the same request may succeed (unified spec §6.3): never for a
+    /// replayed recording of a failure, whose retries were spent when it was recorded.
     pub fn is_retryable(&self) -> bool {
+        if self.inner.final_attempt {
+            return false;
+        }
         match self.inner.kind {
             ErrorKind::RateLimited | ErrorKind::Server | ErrorKind::Network | ErrorKind::Stream => {
                 true
@@ -220,7 +238,8 @@ impl Error {
             | ErrorKind::Aborted
             | ErrorKind::Configuration
             | ErrorKind::SessionClosed
-            | ErrorKind::Io => false,
+            | ErrorKind::Io
+            | ErrorKind::StructuredOutput => false,
         }
     }
 }

@@ -33,6 +33,9 @@ pub use crate::session::compaction::account::{
     estimate_turn_tokens,
 };
 pub use crate::session::compaction::plan::CompactionPlan;
+pub use crate::session::ledger::{
+    Crossing as BudgetCrossing, Ledger as BudgetLedger, Meter as BudgetMeter,
+};
 pub use crate::tools::apply_patch::{
     Applied, Hunk, HunkLine, Operation, Patch, apply_hunks, parse_patch,
 };

@@ -421,6 +421,17 @@ pub struct Request {
     /// `{"anthropic": {"beta_headers": ["…"]}}`. Each adapter reads only its own key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_options: Option<Value>,
+    /// Which requests share a prompt prefix, for the provider's prompt cache: OpenAI's
+    /// `prompt_cache_key` (Responses, and Chat Completions on OpenAI's own API); other
+    /// formats ignore it. A session sets its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_key: Option<String>,
+    /// How long the prompt-cache entries this request writes should live, in seconds, where
+    /// the provider lets the caller choose: Anthropic takes 300 or 3600 (`cache_control`'s
+    /// `ttl`, `5m` or `1h`; another value is a configuration error); others ignore it.
+    /// `None` leaves it to the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ttl_secs: Option<u64>,
 }
 
 impl Request {
@@ -496,6 +507,10 @@ pub struct Usage {
     /// Tokens written to the prompt cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_tokens: Option<u64>,
+    /// Of `cache_write_tokens`, those written to live an hour (Anthropic's `1h` TTL, billed
+    /// higher than its 5-minute writes), where the provider reports them apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_1h_tokens: Option<u64>,
 }
 
 fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -515,6 +530,7 @@ impl std::ops::Add for Usage {
             reasoning_tokens: add_opt(self.reasoning_tokens, rhs.reasoning_tokens),
             cache_read_tokens: add_opt(self.cache_read_tokens, rhs.cache_read_tokens),
             cache_write_tokens: add_opt(self.cache_write_tokens, rhs.cache_write_tokens),
+            cache_write_1h_tokens: add_opt(self.cache_write_1h_tokens, rhs.cache_write_1h_tokens),
         }
     }
 }

@@ -32,6 +32,9 @@ pub struct Price {
     /// Prompt tokens written to the cache; `None` when the provider does not charge for
     /// writes separately (they cost `input`).
     pub cache_write: Option<f64>,
+    /// Prompt tokens written to the cache for an hour ([`Usage::cache_write_1h_tokens`],
+    /// Anthropic's `1h` TTL); `None`: priced as `cache_write`.
+    pub cache_write_1h: Option<f64>,
     /// Whether the provider's prompt count includes the cached tokens (OpenAI, Gemini:
     /// `true`; Anthropic: `false`).
     pub cache_in_input: bool,
@@ -49,6 +52,7 @@ impl Price {
             output,
             cache_read: Some(input),
             cache_write: None,
+            cache_write_1h: None,
             cache_in_input: true,
             max_prompt_tokens: None,
         }
@@ -63,6 +67,12 @@ impl Price {
     /// Sets the cache-write price.
     pub fn with_cache_write(mut self, per_million: f64) -> Price {
         self.cache_write = Some(per_million);
+        self
+    }
+
+    /// Sets the price of cache writes that live an hour.
+    pub fn with_cache_write_1h(mut self, per_million: f64) -> Price {
+        self.cache_write_1h = Some(per_million);
         self
     }
 
@@ -97,10 +107,13 @@ impl Price {
             None => return None,
         };
         let write_price = self.cache_write.unwrap_or(self.input);
+        let long_writes = usage.cache_write_1h_tokens.unwrap_or(0).min(write);
+        let long_write_price = self.cache_write_1h.unwrap_or(write_price);
         let dollars = uncached as f64 * self.input
             + usage.output_tokens as f64 * self.output
             + read as f64 * read_price
-            + write as f64 * write_price;
+            + (write - long_writes) as f64 * write_price
+            + long_writes as f64 * long_write_price;
         Some(dollars / 1_000_000.0)
     }
 }
@@ -135,7 +148,7 @@ impl Default for PriceTable {
     ///
     /// | model | input | output | cache read | cache write | source |
     /// |---|---|---|---|---|---|
-    /// | `claude-sonnet-4-5` | 3.00 | 15.00 | 0.30 | 3.75 (5-minute) | platform.claude.com/docs/en/about-claude/pricing |
+    /// | `claude-sonnet-4-5` | 3.00 | 15.00 | 0.30 | 3.75 (5-minute), 6.00 (1-hour) | platform.claude.com/docs/en/about-claude/pricing |
     /// | `gpt-5` | 1.25 | 10.00 | 0.125 | — | developers.openai.com/api/docs/pricing |
     /// | `gemini-2.5-pro` | 1.25 | 10.00 | — | — | ai.google.dev/gemini-api/docs/pricing (prompts up to 200k tokens) |
     ///
@@ -149,6 +162,7 @@ impl Default for PriceTable {
                 Price::new(3.0, 15.0)
                     .with_cache_read(0.30)
                     .with_cache_write(3.75)
+                    .with_cache_write_1h(6.0)
                     .with_cache_in_input(false)
                     .with_max_prompt_tokens(200_000),
             )
@@ -212,6 +226,7 @@ mod tests {
             reasoning_tokens: None,
             cache_read_tokens: read,
             cache_write_tokens: write,
+            cache_write_1h_tokens: None,
         }
     }
 

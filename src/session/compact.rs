@@ -55,6 +55,19 @@ impl CompactionState {
     }
 }
 
+/// The compaction limits of a session with `config` and `profile`: from the configuration
+/// and the profile's window; none when compaction is off (or the window unknown).
+pub(crate) fn limits_for(
+    config: &SessionConfig,
+    profile: &ProviderProfile,
+) -> Option<CompactionLimits> {
+    config
+        .compaction
+        .enabled
+        .then(|| config.compaction.limits(profile.context_window_size))
+        .filter(|limits| limits.window > 0)
+}
+
 /// What a compaction needs from the session, borrowed for its duration.
 pub(crate) struct Compaction<'a> {
     pub(crate) state: &'a mut CompactionState,

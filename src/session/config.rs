@@ -1,5 +1,5 @@
-//! `SessionConfig`: limits, timeouts, truncation overrides, loop detection, approval and
-//! the transcript file.
+//! `SessionConfig`: limits, budgets, timeouts, truncation overrides, loop detection,
+//! approval, fallback models, prompt caching and the transcript file.
 //!
 //! Plain data with the spec's defaults (§2.2). This module never starts anything.
 
@@ -10,11 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::approval::{Approval, ApprovalHook};
+use super::budget::Budget;
 use super::compaction::CompactionConfig;
 use super::hooks::Hooks;
 use crate::llm::ToolCall;
 use crate::llm::pricing::{Price, PriceTable};
 use crate::mcp::McpServer;
+use crate::profiles::ProviderProfile;
 
 /// How a session behaves. Build with `SessionConfig::default()` and the `with_*` methods,
 /// or set the public fields.
@@ -92,6 +94,35 @@ pub struct SessionConfig {
     /// MCP servers whose tools the session offers (see [`mcp`](crate::mcp)). Started in
     /// parallel when the session starts; ended with it.
     pub mcp_servers: Vec<McpServer>,
+    /// What one input (with the subagents it starts) may spend; no limit by default. See
+    /// [`Budget`]: crossing a limit ends the input with `BUDGET_EXHAUSTED` and
+    /// [`StopReason::BudgetExhausted`](super::StopReason::BudgetExhausted).
+    pub input_budget: Budget,
+    /// What the whole session (with all its subagents) may spend; no limit by default.
+    /// Once it is exhausted, every later input stops at once the same way.
+    pub session_budget: Budget,
+    /// The fraction of a budget at which `BUDGET_WARNING` fires, once per budget (per input
+    /// for the input's budgets). Default 0.8.
+    pub budget_warning_fraction: f64,
+    /// Whether the model gets a note when a budget passes `budget_warning_fraction` (how
+    /// much is left, and to wrap up). Default `false`.
+    pub budget_note_to_model: bool,
+    /// Models to continue with, in order, when the current one keeps failing: after the
+    /// client's retries gave up on a rate limit, an overloaded or failing server (5xx, 529)
+    /// or an exhausted quota, the input goes on from the current history with the next
+    /// profile (a `MODEL_FALLBACK` event says which and why). Each is a whole profile: the
+    /// same profile with another model (`profile.clone().with_model(…)`), or another
+    /// provider's (whose id the client must have registered). Subagents inherit the chain.
+    pub fallback_models: Vec<ProviderProfile>,
+    /// How long the provider keeps the prompt-cache entries the session's requests write,
+    /// where it lets the caller choose: Anthropic takes 5 minutes (its default) or 1 hour
+    /// (`cache_control.ttl`); other values are a configuration error at `Session::new`.
+    /// `None` (the default) leaves it to the provider.
+    pub prompt_cache_ttl: Option<Duration>,
+    /// How many times [`Session::run_structured`](super::Session::run_structured) sends an
+    /// answer that is not a valid final answer back to the model before the input fails.
+    /// Default 3.
+    pub structured_output_retries: usize,
 }
 
 impl Default for SessionConfig {
@@ -116,6 +147,13 @@ impl Default for SessionConfig {
             transcript_events: false,
             compaction: CompactionConfig::default(),
             mcp_servers: Vec::new(),
+            input_budget: Budget::default(),
+            session_budget: Budget::default(),
+            budget_warning_fraction: 0.8,
+            budget_note_to_model: false,
+            fallback_models: Vec::new(),
+            prompt_cache_ttl: None,
+            structured_output_retries: 3,
         }
     }
 }
@@ -142,6 +180,13 @@ impl fmt::Debug for SessionConfig {
             .field("transcript_events", &self.transcript_events)
             .field("compaction", &self.compaction)
             .field("mcp_servers", &self.mcp_servers)
+            .field("input_budget", &self.input_budget)
+            .field("session_budget", &self.session_budget)
+            .field("budget_warning_fraction", &self.budget_warning_fraction)
+            .field("budget_note_to_model", &self.budget_note_to_model)
+            .field("fallback_models", &self.fallback_models)
+            .field("prompt_cache_ttl", &self.prompt_cache_ttl)
+            .field("structured_output_retries", &self.structured_output_retries)
             .finish()
     }
 }
@@ -270,6 +315,46 @@ impl SessionConfig {
     /// Sets how the history is compacted ([`CompactionConfig::disabled`] turns it off).
     pub fn with_compaction(mut self, compaction: CompactionConfig) -> SessionConfig {
         self.compaction = compaction;
+        self
+    }
+
+    /// Sets what one input may spend (see [`input_budget`](Self::input_budget)).
+    pub fn with_input_budget(mut self, budget: Budget) -> SessionConfig {
+        self.input_budget = budget;
+        self
+    }
+
+    /// Sets what the whole session may spend (see [`session_budget`](Self::session_budget)).
+    pub fn with_session_budget(mut self, budget: Budget) -> SessionConfig {
+        self.session_budget = budget;
+        self
+    }
+
+    /// Sets the fraction at which `BUDGET_WARNING` fires, and whether the model gets a note
+    /// then (see [`budget_note_to_model`](Self::budget_note_to_model)).
+    pub fn with_budget_warning(mut self, fraction: f64, note_to_model: bool) -> SessionConfig {
+        self.budget_warning_fraction = fraction;
+        self.budget_note_to_model = note_to_model;
+        self
+    }
+
+    /// Adds a model to continue with when the ones before it keep failing (see
+    /// [`fallback_models`](Self::fallback_models)).
+    pub fn with_fallback_model(mut self, profile: ProviderProfile) -> SessionConfig {
+        self.fallback_models.push(profile);
+        self
+    }
+
+    /// Sets the prompt-cache lifetime (see [`prompt_cache_ttl`](Self::prompt_cache_ttl)).
+    pub fn with_prompt_cache_ttl(mut self, ttl: Duration) -> SessionConfig {
+        self.prompt_cache_ttl = Some(ttl);
+        self
+    }
+
+    /// Sets how many invalid final answers are sent back to the model (see
+    /// [`structured_output_retries`](Self::structured_output_retries)).
+    pub fn with_structured_output_retries(mut self, retries: usize) -> SessionConfig {
+        self.structured_output_retries = retries;
         self
     }
 }

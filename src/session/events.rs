@@ -21,6 +21,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::approval::ApprovalResponder;
+use super::budget::{BudgetKind, BudgetScope};
 use super::compaction::{CompactionFallback, CompactionReason};
 use super::hooks::HookDecision;
 use crate::llm::{FinishReason, Usage};
@@ -41,6 +42,25 @@ pub enum SessionState {
 }
 
 /// Why the processing of one input stopped.
+///
+/// This is the one list of stop reasons; each serialises as the lower snake case word in
+/// brackets, which is what the `stop_reason` of a `processing_end` JSON event holds and
+/// what a harness can show. The `agentloop` CLI's exit status for each is in its `--help`.
+///
+/// | reason | word | what it means |
+/// |---|---|---|
+/// | `Completed` | `completed` | the model answered (with the value, for [`Session::run_structured`](super::Session::run_structured)) |
+/// | `TurnLimit` | `turn_limit` | `max_turns` model calls were made in the session |
+/// | `RoundLimit` | `round_limit` | `max_tool_rounds_per_input` tool rounds ran in the input |
+/// | `BudgetExhausted` | `budget_exhausted` | a budget was used up: the `budget_exhausted` event before `processing_end` says which (`tokens`, `cost`, `wall_time`, `tool_calls`), whose (`input`, `session`), its limit and what was used |
+/// | `StructuredOutputFailed` | `structured_output_failed` | the model gave no final answer valid against the output schema within the retries; the error (kind `structured_output`) says why |
+/// | `Interrupted` | `interrupted` | the host called `interrupt()` |
+/// | `Aborted` | `aborted` | the host called `abort()` or dropped the session |
+/// | `Error` | `error` | a provider error ended the input (the `error` event's `error_kind`) |
+/// | `Blocked` | `blocked` | a `user_prompt_submit` hook blocked the input |
+///
+/// After every one of them the history is valid (each tool call has its result) and the
+/// session can take another input, unless it closed (a fatal error, an abort).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -61,6 +81,14 @@ pub enum StopReason {
     /// A `user_prompt_submit` hook blocked the input (its reason is in the
     /// `HOOK_DECISION` event and in [`Outcome::blocked`](super::Outcome::blocked)).
     Blocked,
+    /// A budget ([`SessionConfig::input_budget`](super::SessionConfig::input_budget),
+    /// [`session_budget`](super::SessionConfig::session_budget)) was used up; the
+    /// `BUDGET_EXHAUSTED` event and [`Outcome::budget`](super::Outcome::budget) say which.
+    BudgetExhausted,
+    /// The model gave no final answer valid against the output schema of
+    /// [`Session::run_structured`](super::Session::run_structured) within
+    /// [`structured_output_retries`](super::SessionConfig::structured_output_retries).
+    StructuredOutputFailed,
 }
 
 /// Why a session closed.
@@ -95,7 +123,10 @@ pub enum CloseReason {
 ///   between when a guard fired): before a model call (inside an input), after a call
 ///   the provider rejected as too long (then the call is retried once), or between inputs
 ///   for `Session::compact`.
-/// - `TurnLimit` precedes the `ProcessingEnd` of the input it stopped; `Error` (preceded
+/// - `BudgetWarning` comes before a model call (once per budget: per input for the input's
+///   budgets), and `TurnLimit` or `BudgetExhausted` precedes the `ProcessingEnd` of the
+///   input it stopped. `ModelFallback` follows the `AssistantTextEnd` of the model call
+///   that failed, and the next model's round follows it. `Error` (preceded
 ///   by a `Warning` for a context-length error) precedes the `ProcessingEnd` of the input
 ///   it ended, and a fatal `Error` is followed by `SessionEnd`.
 /// - `SubagentEvent`s arrive whenever a subagent of this session emits something: while
@@ -133,6 +164,12 @@ pub enum EventKind {
         /// What those calls cost in US dollars, when every call's model has a price.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// Tool calls run in the session and its subagents.
+        #[serde(default)]
+        tool_calls: u64,
+        /// How long the session lived, in milliseconds.
+        #[serde(default)]
+        duration_ms: u64,
     },
     /// An input (submitted or follow-up) began processing.
     UserInput {
@@ -151,6 +188,15 @@ pub enum EventKind {
         /// What those calls cost in US dollars, when every call's model has a price.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// Tool calls run for this input, by this session and the subagents it started.
+        #[serde(default)]
+        tool_calls: u64,
+        /// How long the input took, in milliseconds.
+        #[serde(default)]
+        duration_ms: u64,
+        /// The final answer's value, for [`Session::run_structured`](super::Session::run_structured).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
     },
     /// A model call began streaming.
     AssistantTextStart {},
@@ -242,6 +288,45 @@ pub enum EventKind {
         /// The model calls of the session, when `max_turns` was hit.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         total_turns: Option<usize>,
+    },
+    /// A budget passed its warning fraction
+    /// ([`SessionConfig::budget_warning_fraction`](super::SessionConfig::budget_warning_fraction)).
+    BudgetWarning {
+        /// Which budget.
+        which: BudgetKind,
+        /// The input's or the session's.
+        scope: BudgetScope,
+        /// Its limit (tokens, US dollars, seconds or tool calls).
+        limit: f64,
+        /// What was used, in the same unit.
+        used: f64,
+    },
+    /// A budget is used up: the input stops (stop reason `budget_exhausted`).
+    BudgetExhausted {
+        /// Which budget.
+        which: BudgetKind,
+        /// The input's or the session's (or a parent session's, in a subagent).
+        scope: BudgetScope,
+        /// Its limit (tokens, US dollars, seconds or tool calls).
+        limit: f64,
+        /// What was used, in the same unit.
+        used: f64,
+    },
+    /// The model kept failing; the input continues from the current history with the next
+    /// model of [`SessionConfig::fallback_models`](super::SessionConfig::fallback_models).
+    ModelFallback {
+        /// The provider that failed.
+        from_provider: String,
+        /// The model that failed.
+        from_model: String,
+        /// The provider that takes over.
+        to_provider: String,
+        /// The model that takes over.
+        to_model: String,
+        /// The failure's kind in snake case (`rate_limited`, `server`, `quota`).
+        error_kind: String,
+        /// The failure (never contains a secret).
+        message: String,
     },
     /// The recent tool calls repeat; a warning was added to the history for the model.
     LoopDetection {
@@ -343,6 +428,9 @@ impl EventKind {
             EventKind::ToolCallEnd { .. } => "tool_call_end",
             EventKind::SteeringInjected { .. } => "steering_injected",
             EventKind::TurnLimit { .. } => "turn_limit",
+            EventKind::BudgetWarning { .. } => "budget_warning",
+            EventKind::BudgetExhausted { .. } => "budget_exhausted",
+            EventKind::ModelFallback { .. } => "model_fallback",
             EventKind::LoopDetection { .. } => "loop_detection",
             EventKind::ContextCompactionStart { .. } => "context_compaction_start",
             EventKind::ContextCompactionEnd { .. } => "context_compaction_end",

@@ -83,17 +83,23 @@ use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
 
 mod approval;
+mod budget;
 mod compact;
 pub mod compaction;
 mod config;
 mod delivery;
 mod events;
+mod fallback;
 mod history;
 mod hook_commands;
 mod hook_runner;
 mod hooks;
 mod input_events;
+pub(crate) mod ledger;
 mod loop_detection;
+mod model_call;
+mod run_structured;
+mod structured;
 mod subagents;
 mod tool_round;
 pub mod transcript;
@@ -101,6 +107,7 @@ mod usage;
 mod worker;
 
 pub use approval::{Approval, ApprovalHook, ApprovalResponder};
+pub use budget::{Budget, BudgetKind, BudgetScope};
 pub use config::SessionConfig;
 pub use delivery::{Events, RecvError};
 pub use events::{CloseReason, EventKind, SessionEvent, SessionState, StopReason};
@@ -113,6 +120,7 @@ pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 use compact::CompactionState;
 use delivery::Listeners;
 use delivery::{EventSink, Forward};
+use ledger::{Ledger, Meter};
 use loop_detection::LoopDetector;
 use subagents::Subagents;
 use transcript::TranscriptWriter;
@@ -142,10 +150,16 @@ pub struct Outcome {
     pub blocked: Option<String>,
     /// Inputs processed: the submitted one plus the follow-ups that ran after it.
     pub inputs: usize,
-    /// The provider error that ended the last input, when `stop_reason` is `Error`.
-    /// [`Session::run`] returns such an error as its `Err`, so in its `Outcome` this is
-    /// always `None`; it is set in outcomes delivered otherwise (subagents).
+    /// The provider error that ended the last input, when `stop_reason` is `Error` (or
+    /// the [`ErrorKind::StructuredOutput`] error, when it is `StructuredOutputFailed`).
+    /// [`Session::run`] and [`Session::run_structured`] return such an error as their
+    /// `Err`, so in their `Outcome` this is always `None`; it is set in outcomes delivered
+    /// otherwise (subagents).
     pub error: Option<Error>,
+    /// The final answer's value, from [`Session::run_structured`].
+    pub output: Option<serde_json::Value>,
+    /// The budget that stopped the last input, when `stop_reason` is `BudgetExhausted`.
+    pub budget: Option<(BudgetKind, BudgetScope)>,
 }
 
 /// A coding-agent session: a worker thread running the agentic loop, and this handle.
@@ -161,6 +175,8 @@ pub struct Session {
     abort: CancelToken,
     worker: Mutex<Option<JoinHandle<()>>>,
     mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    /// [`SessionConfig::structured_output_retries`], for `run_structured`.
+    structured_output_retries: usize,
 }
 
 impl fmt::Debug for Session {
@@ -187,7 +203,9 @@ impl Session {
     /// turns that off.
     ///
     /// Fails with a configuration error if no provider of `client` answers the profile's
-    /// id, with an I/O error if the thread cannot be started, and with an I/O error if
+    /// id (or a fallback profile's), if a cost budget is set and a model the session may
+    /// call has no price, or if the prompt-cache TTL is neither 5 minutes nor 1 hour; with
+    /// an I/O error if the thread cannot be started, and with an I/O error if
     /// [`SessionConfig::transcript_path`] is set and the file cannot be created (it must
     /// not exist yet).
     pub fn new(
@@ -196,13 +214,14 @@ impl Session {
         client: Client,
         config: SessionConfig,
     ) -> Result<Session> {
-        Session::start(profile, env, client, config, 0, None)
+        Session::start(profile, env, client, config, 0, None, None)
     }
 
     /// [`new`](Self::new) for a session at subagent `depth` whose events go to `forward`
-    /// (a subagent's parent) instead of its own stream. A subagent writes no transcript
-    /// of its own: its events reach the parent's (recorded there with the parent's
-    /// events, when the parent records events).
+    /// (a subagent's parent) instead of its own stream, and whose spending is charged to
+    /// `budget_parent` too. A subagent writes no transcript of its own: its events reach
+    /// the parent's (recorded there with the parent's events, when the parent records
+    /// events).
     pub(crate) fn start(
         profile: ProviderProfile,
         env: Arc<dyn ExecutionEnvironment>,
@@ -210,6 +229,7 @@ impl Session {
         config: SessionConfig,
         depth: usize,
         forward: Option<Forward>,
+        budget_parent: Option<Arc<Ledger>>,
     ) -> Result<Session> {
         check_provider(&client, &profile)?;
         crate::exec::process::open_files::raise();
@@ -227,6 +247,8 @@ impl Session {
             history: History::new(),
             transcript,
             warnings: Vec::new(),
+            budget_parent,
+            cache_key: None,
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -278,6 +300,8 @@ impl Session {
             history: resumed.history,
             transcript: Some(resumed.writer),
             warnings: resumed.warnings,
+            budget_parent: None,
+            cache_key: Some(resumed.first_session_id),
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -293,6 +317,7 @@ impl Session {
         mut config: SessionConfig,
         start: Start,
     ) -> Result<Session> {
+        check_controls(&client, &profile, &config)?;
         // The approval policy is one pre_tool_use hook, after the host's own (subagents
         // get the converted config, so it is converted once).
         if let Some(approval) = config.approval.take() {
@@ -317,9 +342,21 @@ impl Session {
                 events = events.with_transcript(writer.clone());
             }
         }
-        let subagents =
-            connect_subagents(&mut profile, &env, &client, &config, &events, start.depth);
+        let ledger = Ledger::new(&config, start.budget_parent);
+        let subagents = connect_subagents(
+            &mut profile,
+            &env,
+            &client,
+            &config,
+            &events,
+            &ledger,
+            start.depth,
+        );
         let worker = Worker {
+            budget: Meter::new(ledger, &config),
+            cache_key: start.cache_key.unwrap_or_else(|| id.clone()),
+            fallback: fallback::Chain::new(&config.fallback_models),
+            structured: None,
             compaction,
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),
@@ -340,8 +377,10 @@ impl Session {
             totals: Default::default(),
             mcp: mcp.clone(),
         };
+        let structured_output_retries = worker.config.structured_output_retries;
         let handle = spawn_worker(&short_id, worker)?;
         Ok(Session {
+            structured_output_retries,
             id,
             inbox,
             events: event_rx,
@@ -408,6 +447,7 @@ impl Session {
         self.send(Input::Submit {
             text: input.into(),
             reply: None,
+            structured: None,
         })
     }
 
@@ -434,14 +474,24 @@ impl Session {
         self.send(Input::Submit {
             text: input.into(),
             reply: Some(reply),
+            structured: None,
         })?;
+        self.outcome_of(&outcome)
+    }
+
+    /// Waits for the outcome `run` or `run_structured` sent an input for; a provider error
+    /// or a failed structured answer becomes the `Err`.
+    fn outcome_of(&self, outcome: &Receiver<Outcome>) -> Result<Outcome> {
         let mut outcome = outcome.recv().map_err(|_| {
             Error::new(
                 ErrorKind::SessionClosed,
                 "the session closed before the input was processed",
             )
         })?;
-        if outcome.stop_reason == StopReason::Error {
+        if matches!(
+            outcome.stop_reason,
+            StopReason::Error | StopReason::StructuredOutputFailed
+        ) {
             if let Some(err) = outcome.error.take() {
                 return Err(err);
             }
@@ -456,6 +506,7 @@ impl Session {
         self.send(Input::Submit {
             text: input,
             reply: Some(reply),
+            structured: None,
         })?;
         Ok(outcome)
     }
@@ -568,6 +619,34 @@ struct Start {
     transcript: Option<Arc<TranscriptWriter>>,
     /// `WARNING` events (code `"transcript"`) to emit after `SESSION_START`.
     warnings: Vec<String>,
+    /// For a subagent: the parent's ledger, charged with this session's spending too.
+    budget_parent: Option<Arc<Ledger>>,
+    /// The prompt-cache key, when not the session's id: a resumed session keeps the key of
+    /// the session that started the transcript (its requests share that one's prefix).
+    cache_key: Option<String>,
+}
+
+/// The controls of an unattended run, checked before the session starts: a provider for
+/// every fallback profile, prices for a cost budget, a prompt-cache TTL the providers take.
+fn check_controls(
+    client: &Client,
+    profile: &ProviderProfile,
+    config: &SessionConfig,
+) -> Result<()> {
+    for fallback in &config.fallback_models {
+        check_provider(client, fallback)?;
+    }
+    ledger::check_config(config, profile)?;
+    match config.prompt_cache_ttl.map(|ttl| ttl.as_secs_f64()) {
+        None | Some(300.0) | Some(3600.0) => Ok(()),
+        Some(other) => Err(Error::new(
+            ErrorKind::Configuration,
+            format!(
+                "prompt_cache_ttl must be 5 minutes or 1 hour (what providers offer), not \
+                 {other} s"
+            ),
+        )),
+    }
 }
 
 /// Fails with a configuration error if no provider of `client` answers `profile`'s id.
@@ -604,6 +683,7 @@ fn connect_subagents(
     client: &Client,
     config: &SessionConfig,
     events: &EventSink,
+    ledger: &Arc<Ledger>,
     depth: usize,
 ) -> Arc<Subagents> {
     Arc::new_cyclic(|weak| {
@@ -614,6 +694,7 @@ fn connect_subagents(
             client.clone(),
             config.clone(),
             events.clone(),
+            ledger.clone(),
             depth,
         )
     })
@@ -626,12 +707,7 @@ fn compaction_state(
     profile: &ProviderProfile,
     history: &History,
 ) -> CompactionState {
-    let limits = config
-        .compaction
-        .enabled
-        .then(|| config.compaction.limits(profile.context_window_size))
-        .filter(|limits| limits.window > 0);
-    CompactionState::new(limits, history)
+    CompactionState::new(compact::limits_for(config, profile), history)
 }
 
 /// Starts the session's named worker thread.

@@ -38,10 +38,12 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, select};
 use serde_json::{Value, json};
 
+use super::budget::Budget;
 use super::config::SessionConfig;
 use super::delivery::EventSink;
 use super::events::StopReason;
 use super::hook_runner::HookRunner;
+use super::ledger::Ledger;
 use super::{Outcome, Session};
 use crate::cancel::CancelToken;
 use crate::exec::{
@@ -110,6 +112,8 @@ pub(crate) struct Subagents {
     client: Client,
     config: SessionConfig,
     events: EventSink,
+    /// The session's ledger: every child charges it too.
+    ledger: Arc<Ledger>,
     depth: usize,
     children: Mutex<BTreeMap<String, Child>>,
     spawned: AtomicUsize,
@@ -132,6 +136,7 @@ impl Subagents {
         client: Client,
         config: SessionConfig,
         events: EventSink,
+        ledger: Arc<Ledger>,
         depth: usize,
     ) -> Subagents {
         Subagents {
@@ -140,11 +145,17 @@ impl Subagents {
             client,
             config,
             events,
+            ledger,
             depth,
             children: Mutex::new(BTreeMap::new()),
             spawned: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// Connects the subagent tools of `registry` (a fallback profile's) to these children.
+    pub(crate) fn connect(self: &Arc<Self>, registry: &mut ToolRegistry) {
+        register(registry, Arc::downgrade(self), self.depth, &self.config);
     }
 
     /// Runs one parsed call of a subagent tool.
@@ -199,14 +210,26 @@ impl Subagents {
         ));
         let mut profile = self.profile.clone();
         if let Some(model) = request.model {
+            if self.ledger.has_cost_budget() && self.config.prices.price(model).is_none() {
+                return Err(format!(
+                    "model {model} has no price, and the session has a cost budget; start the \
+                     subagent without a model to use the session's"
+                ));
+            }
             profile = profile.with_model(model);
         }
-        profile.user_instructions = Some(child_instructions(
-            profile.user_instructions.as_deref(),
-            &directory,
-        ));
         let mut config = self.config.clone();
         config.max_turns = usize::try_from(request.max_turns).unwrap_or(usize::MAX);
+        // The child spends its parent's budgets (its ledger charges the parent's), not
+        // budgets of its own.
+        config.input_budget = Budget::default();
+        config.session_budget = Budget::default();
+        for fallback in std::iter::once(&mut profile).chain(&mut config.fallback_models) {
+            fallback.user_instructions = Some(child_instructions(
+                fallback.user_instructions.as_deref(),
+                &directory,
+            ));
+        }
         let number = self.spawned.fetch_add(1, Ordering::SeqCst) + 1;
         let id = format!("agent-{number}");
         let session = Session::start(
@@ -216,6 +239,7 @@ impl Subagents {
             config,
             self.depth + 1,
             Some(self.events.forwarding(&id)),
+            Some(self.ledger.clone()),
         )
         .map_err(|e| format!("the subagent could not start: {e}"))?;
         let hooks = HookRunner {

@@ -97,6 +97,63 @@ impl ToolRound<'_> {
             .collect()
     }
 
+    /// [`run`](Self::run) for the calls `answer` leaves alone and at most `allowed` of
+    /// them (`None`: all): a call `answer` takes (`Some((text, is_error))`) and a call
+    /// beyond `allowed` are answered without running, with their start and end events.
+    /// Returns one result per call, in call order, and how many calls ran.
+    pub(crate) fn run_within(
+        &self,
+        calls: &[ToolCall],
+        allowed: Option<u64>,
+        answer: &mut dyn FnMut(&ToolCall) -> Option<(String, bool)>,
+    ) -> (Vec<ToolResult>, u64) {
+        let mut answered: Vec<Option<ToolResult>> = Vec::with_capacity(calls.len());
+        let mut to_run = Vec::new();
+        for call in calls {
+            let result = match answer(call) {
+                Some((text, is_error)) => Some(self.answer(call, text, is_error)),
+                None if allowed.is_some_and(|n| to_run.len() as u64 >= n) => Some(
+                    self.answer(
+                        call,
+                        "Tool call not run: the tool-call budget is used up. Do not call more \
+                     tools; give your final answer with what you have."
+                            .to_string(),
+                        true,
+                    ),
+                ),
+                None => {
+                    to_run.push(call.clone());
+                    None
+                }
+            };
+            answered.push(result);
+        }
+        let ran = to_run.len() as u64;
+        let mut results = self.run(&to_run).into_iter();
+        let all = answered
+            .into_iter()
+            .zip(calls)
+            .map(|(result, call)| {
+                result
+                    .or_else(|| results.next())
+                    .unwrap_or_else(|| self.crashed(call))
+            })
+            .collect();
+        (all, ran)
+    }
+
+    /// A call answered without running it: `TOOL_CALL_START`, then `TOOL_CALL_END` with
+    /// `text`.
+    fn answer(&self, call: &ToolCall, text: String, is_error: bool) -> ToolResult {
+        let started = self.start(call);
+        let outcome = ToolOutcome {
+            text,
+            is_error,
+            image: None,
+        };
+        self.finish(call, outcome, started)
+    }
+
     /// [`run_one`](Self::run_one), with a panic outside the executor (in the host's
     /// approval hook, say) turned into an error result instead of unwinding the worker.
     fn run_guarded(&self, call: &ToolCall) -> ToolResult {

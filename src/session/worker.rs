@@ -12,20 +12,24 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Outcome;
+use super::budget::{BudgetKind, BudgetScope};
 use super::compact::{Compaction, CompactionState};
 use super::compaction::CompactionReason;
 use super::config::SessionConfig;
 use super::delivery::EventSink;
 use super::events::{CloseReason, EventKind, SessionState, StopReason};
-use super::history::{AssistantTurn, History, Turn};
+use super::fallback::{self, Chain};
+use super::history::{History, Turn};
 use super::hook_runner::{HookRunner, Submit};
 use super::hooks::{HookEvent, PromptSource};
+use super::ledger::{self, Meter};
 use super::loop_detection::LoopDetector;
+use super::model_call::{ModelCall, RoundEnd, assistant_turn};
+use super::structured::{AfterText, Structured};
 use super::tool_round::{ToolRound, cancelled_text};
 use super::transcript::TranscriptWriter;
 use super::usage::Totals;
@@ -33,8 +37,7 @@ use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind};
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{
-    Client, FinishKind, FinishReason, Message, Request, Response, StreamEvent, ToolChoice,
-    ToolDefinition, ToolResult,
+    Client, Message, Request, Response, ToolCall, ToolChoice, ToolDefinition, ToolResult,
 };
 use crate::profiles::ProviderProfile;
 use crate::session::subagents::Subagents;
@@ -43,9 +46,11 @@ use crate::sync::lock;
 /// What the host sends the worker through the inbox.
 pub(crate) enum Input {
     /// Process this input; send the outcome (after the follow-ups it triggers) to `reply`.
+    /// With `structured`, its final answer must be a value valid against that schema.
     Submit {
         text: String,
         reply: Option<Sender<Outcome>>,
+        structured: Option<Box<Structured>>,
     },
     /// A follow-up was queued: process the queue if idle.
     FollowUp,
@@ -82,13 +87,26 @@ struct InputEnd {
     fatal: bool,
     /// Why a `user_prompt_submit` hook blocked the input.
     blocked: Option<String>,
+    /// The structured final answer.
+    output: Option<serde_json::Value>,
+    /// The budget that stopped the input.
+    budget: Option<(BudgetKind, BudgetScope)>,
 }
 
-/// How one model call ended.
-enum RoundEnd {
-    Response(Box<Response>),
-    Cancelled,
-    Failed(Error),
+impl Default for InputEnd {
+    fn default() -> InputEnd {
+        InputEnd {
+            text: String::new(),
+            stop: StopReason::Completed,
+            rounds: 0,
+            totals: Totals::default(),
+            error: None,
+            fatal: false,
+            blocked: None,
+            output: None,
+            budget: None,
+        }
+    }
 }
 
 pub(crate) struct Worker {
@@ -120,6 +138,14 @@ pub(crate) struct Worker {
     pub(crate) totals: Totals,
     /// The session's MCP servers, registered into the tool registry before each input.
     pub(crate) mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    /// Budgets: what the session and its subagents spent (see `budget.rs`).
+    pub(crate) budget: Meter,
+    /// The models left to fall back to.
+    pub(crate) fallback: Chain,
+    /// The structured final answer the current input must give, if any.
+    pub(crate) structured: Option<Box<Structured>>,
+    /// The requests' prompt-cache key (see `Start::cache_key`).
+    pub(crate) cache_key: String,
 }
 
 impl Worker {
@@ -162,6 +188,9 @@ impl Worker {
                             rounds: 0,
                             usage: Default::default(),
                             cost_usd: None,
+                            tool_calls: 0,
+                            duration_ms: 0,
+                            output: None,
                         });
                     }
                     CloseReason::Error
@@ -189,7 +218,14 @@ impl Worker {
                 return CloseReason::Aborted;
             };
             let closing = match input {
-                Input::Submit { text, reply } => self.cycle(Some(text), reply),
+                Input::Submit {
+                    text,
+                    reply,
+                    structured,
+                } => {
+                    self.structured = structured;
+                    self.cycle(Some(text), reply)
+                }
                 Input::FollowUp => self.cycle(None, None),
                 Input::Compact { reply } => {
                     let cancel = self.abort.child();
@@ -223,6 +259,8 @@ impl Worker {
             blocked: None,
             inputs: 0,
             error: None,
+            output: None,
+            budget: None,
         };
         let mut closing = None;
         let follow_up = |worker: &Self| {
@@ -244,6 +282,8 @@ impl Worker {
             outcome.blocked = end.blocked;
             outcome.inputs += 1;
             outcome.error = end.error;
+            outcome.output = end.output.or(outcome.output);
+            outcome.budget = end.budget;
             if self.abort.is_cancelled() {
                 closing = Some(CloseReason::Aborted);
                 break;
@@ -303,15 +343,8 @@ impl Worker {
         let cancel = self.abort.child();
         *lock(&self.shared.current_input) = Some(cancel.clone());
         *lock(&self.shared.state) = SessionState::Processing;
-        let mut end = InputEnd {
-            text: String::new(),
-            stop: StopReason::Completed,
-            rounds: 0,
-            totals: Totals::default(),
-            error: None,
-            fatal: false,
-            blocked: None,
-        };
+        self.budget.start_input();
+        let mut end = InputEnd::default();
         let text = match self.hooks().user_prompt_submit(text.clone(), source) {
             Submit::Accept(text) => text,
             Submit::Block(reason) => {
@@ -325,33 +358,16 @@ impl Worker {
         self.events.emit(EventKind::UserInput { content: text });
         self.drain_steering();
 
-        // Same bytes on every round of this input: the cacheable prefix.
         self.prepare_mcp();
-        let tools = self.profile.tools();
-        let system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
-        self.compaction.account.set_fixed(&system_prompt, &tools);
-        let mut request = self.build_request(tools); // once per input; rounds refill it
+        let (mut system_prompt, mut request) = self.input_request();
         self.compaction.this_input = 0;
         self.compaction.bound_warned = false;
         // At most one compaction before each model call; one retry after an overflow.
         let mut overflow_retried = false;
         let mut stop_hook_active = false;
         end.stop = loop {
-            let max_rounds = self.config.max_tool_rounds_per_input;
-            if max_rounds > 0 && end.rounds >= max_rounds {
-                self.events.emit(EventKind::TurnLimit {
-                    round: Some(end.rounds),
-                    total_turns: None,
-                });
-                break StopReason::RoundLimit;
-            }
-            let max_turns = self.config.max_turns;
-            if max_turns > 0 && self.assistant_turns >= max_turns {
-                self.events.emit(EventKind::TurnLimit {
-                    round: None,
-                    total_turns: Some(self.assistant_turns),
-                });
-                break StopReason::TurnLimit;
+            if let Some(stop) = self.check_limits(end.rounds) {
+                break stop;
             }
             if cancel.is_cancelled() {
                 break self.cancelled_stop();
@@ -374,44 +390,35 @@ impl Worker {
                 RoundEnd::Cancelled => break self.cancelled_stop(),
                 RoundEnd::Failed(error) => {
                     let mut compaction = self.compaction(&cancel);
-                    match compaction.recover_from(error, &mut overflow_retried) {
-                        Ok(()) => continue,
+                    let Err(error) = compaction.recover_from(error, &mut overflow_retried) else {
+                        continue;
+                    };
+                    match self.fall_back(error) {
+                        Ok(()) => (system_prompt, request) = self.input_request(),
                         Err(error) => break self.fail_input(&mut end, error),
                     }
+                    continue;
                 }
             };
             request.messages = Vec::new(); // no copy of the history while tools run
             overflow_retried = false;
-            self.compaction
-                .account
-                .report(&response.usage, &self.profile.id, history_at_request);
-            end.totals.add(response.usage, self.call_cost(&response));
-            end.text = response.text();
+            self.account_call(&response, &mut end, history_at_request);
             let calls: Vec<_> = response.tool_calls().into_iter().cloned().collect();
             self.push_turn(assistant_turn(*response, calls.clone()));
             if calls.is_empty() {
-                // A steer that arrived while the final answer streamed is not deferred to
-                // the next input: inject it and let the model answer it now.
-                if !cancel.is_cancelled() && self.drain_steering() > 0 {
-                    continue;
+                match self.after_answer(&mut end, &cancel, &mut stop_hook_active) {
+                    Some(stop) => break stop,
+                    None => continue,
                 }
-                // A stop hook may continue the input; each continuation counts as a round,
-                // so `max_tool_rounds_per_input` bounds it.
-                if !cancel.is_cancelled() {
-                    if let Some(message) = self.hooks().stop(&end.text, stop_hook_active) {
-                        stop_hook_active = true;
-                        end.rounds += 1;
-                        self.push_turn(Turn::steering(message));
-                        continue;
-                    }
-                }
-                break StopReason::Completed;
             }
             end.rounds += 1;
-            let results = self.tool_round(&cancel).run(&calls);
+            let results = self.run_tools(&calls, &cancel);
             self.push_turn(Turn::tool_results(results));
             if cancel.is_cancelled() {
                 break self.cancelled_stop();
+            }
+            if let Some(stop) = self.structured.as_ref().and_then(|s| s.stop_after_round()) {
+                break stop;
             }
             self.drain_steering();
             self.detect_loop(&calls);
@@ -426,10 +433,127 @@ impl Worker {
         StopReason::Error
     }
 
+    /// The system prompt and request of an input, without messages (rounds refill them):
+    /// the same bytes on every round, the cacheable prefix. Made again after a fallback.
+    fn input_request(&mut self) -> (String, Request) {
+        let mut tools = self.profile.tools();
+        if let Some(structured) = &self.structured {
+            tools.push(structured.tool());
+        }
+        let system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
+        self.compaction.account.set_fixed(&system_prompt, &tools);
+        (system_prompt, self.build_request(tools))
+    }
+
+    /// The limits before a model call (rounds, turns, budgets); pushes a budget note for
+    /// the model when one is due. `Some` when the input must stop.
+    fn check_limits(&mut self, rounds: usize) -> Option<StopReason> {
+        let checked = ledger::check_limits(
+            &self.config,
+            &mut self.budget,
+            &self.events,
+            rounds,
+            self.assistant_turns,
+        );
+        if let Some(note) = checked.note {
+            self.push_turn(Turn::steering(note));
+        }
+        checked.stop
+    }
+
+    /// Counts a model call: the token account, the input's totals, the budgets.
+    fn account_call(&mut self, response: &Response, end: &mut InputEnd, history_at_request: usize) {
+        self.compaction
+            .account
+            .report(&response.usage, &self.profile.id, history_at_request);
+        let cost = self.model_call().cost(response);
+        end.totals.add(response.usage, cost);
+        self.budget
+            .charge_call(&response.usage, &response.provider, cost);
+        end.text = response.text();
+    }
+
+    /// After an answer without tool calls: a steer to answer, a stop hook that continues,
+    /// a structured answer still missing. `None` to go on; else why the input stops.
+    fn after_answer(
+        &mut self,
+        end: &mut InputEnd,
+        cancel: &CancelToken,
+        stop_hook_active: &mut bool,
+    ) -> Option<StopReason> {
+        // A steer that arrived while the final answer streamed is not deferred to the next
+        // input: inject it and let the model answer it now.
+        if !cancel.is_cancelled() && self.drain_steering() > 0 {
+            return None;
+        }
+        // A stop hook may continue the input; each continuation counts as a round, so
+        // `max_tool_rounds_per_input` bounds it.
+        if !cancel.is_cancelled() {
+            if let Some(message) = self.hooks().stop(&end.text, *stop_hook_active) {
+                *stop_hook_active = true;
+                end.rounds += 1;
+                self.push_turn(Turn::steering(message));
+                return None;
+            }
+        }
+        let Some(structured) = &mut self.structured else {
+            return Some(StopReason::Completed);
+        };
+        match structured.after_text(&end.text) {
+            AfterText::Done => Some(StopReason::Completed),
+            AfterText::GiveUp => Some(StopReason::StructuredOutputFailed),
+            AfterText::Remind(message) => {
+                self.push_turn(Turn::steering(message));
+                None
+            }
+        }
+    }
+
+    /// One tool round: a `final_answer` call checked, calls beyond the tool-call budget
+    /// answered without running, the others run; the calls run are charged.
+    fn run_tools(&mut self, calls: &[ToolCall], cancel: &CancelToken) -> Vec<ToolResult> {
+        let mut structured = self.structured.take();
+        let allowed = self.budget.tool_calls_left();
+        let (results, ran) =
+            self.tool_round(cancel)
+                .run_within(calls, allowed, &mut |call: &ToolCall| {
+                    let structured = structured.as_mut()?;
+                    (call.name == super::structured::TOOL_NAME).then(|| structured.answer(call))
+                });
+        self.structured = structured;
+        self.budget.charge_tool_calls(ran);
+        results
+    }
+
+    /// Hands the input to the next model of the chain after `error`, with a
+    /// `MODEL_FALLBACK` event and transcript record; `Err(error)` when none takes over.
+    fn fall_back(&mut self, error: Error) -> Result<(), Error> {
+        let Some(next) = self.fallback.next_after(&error) else {
+            return Err(error);
+        };
+        let mut next = fallback::adopt(next, &self.profile, &*self.env);
+        self.subagents.connect(&mut next.tool_registry);
+        let from = std::mem::replace(&mut self.profile, next);
+        self.compaction.limits = super::compact::limits_for(&self.config, &self.profile);
+        let event = fallback::event(&from, &self.profile, &error);
+        if let Some(transcript) = &self.transcript {
+            if let Some(failure) = transcript.fallback(&event) {
+                self.transcript_warning(failure);
+            }
+        }
+        self.events.emit(event);
+        Ok(())
+    }
+
     /// The end of every input: answer open calls, leave the processing state, emit
     /// `PROCESSING_END` with the input's totals.
-    fn end_input(&mut self, end: InputEnd) -> InputEnd {
+    fn end_input(&mut self, mut end: InputEnd) -> InputEnd {
         self.answer_open_calls();
+        if let Some(structured) = self.structured.take() {
+            (end.output, end.error) = structured.finish(end.stop, end.error);
+        }
+        end.budget = self.budget.stopped_by();
+        let (tool_calls, took) = self.budget.end_input();
         *lock(&self.shared.current_input) = None;
         // A host that sees PROCESSING_END sees the state it leads to (unless a follow-up
         // is queued, which starts processing again at once).
@@ -442,6 +566,9 @@ impl Worker {
             rounds: end.rounds,
             usage: end.totals.usage,
             cost_usd: end.totals.cost(),
+            tool_calls,
+            duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            output: end.output.clone(),
         });
         end
     }
@@ -459,16 +586,6 @@ impl Worker {
 
     fn hooks(&self) -> HookRunner<'_> {
         HookRunner::new(&self.config.hooks, &self.events, &*self.env)
-    }
-
-    /// The cost of one model call, by the model that answered (else the profile's).
-    fn call_cost(&self, response: &Response) -> Option<f64> {
-        let model = if response.model.is_empty() {
-            &self.profile.model
-        } else {
-            &response.model
-        };
-        self.config.prices.cost(model, &response.usage)
     }
 
     fn cancelled_stop(&self) -> StopReason {
@@ -589,6 +706,8 @@ impl Worker {
             provider: Some(self.profile.id.clone()),
             tool_choice: (!tools.is_empty()).then_some(ToolChoice::Auto),
             tools,
+            cache_key: Some(self.cache_key.clone()),
+            cache_ttl_secs: self.config.prompt_cache_ttl.map(|ttl| ttl.as_secs()),
             ..Request::default()
         }
     }
@@ -620,72 +739,22 @@ impl Worker {
 
     /// One model call, streamed: text and reasoning deltas go out live.
     fn stream_round(&self, request: &Request, cancel: &CancelToken) -> RoundEnd {
-        let stream = match self.client.stream_with_cancel(request, cancel) {
-            Ok(stream) => stream,
-            Err(_) if cancel.is_cancelled() => return RoundEnd::Cancelled,
-            Err(error) => return RoundEnd::Failed(error),
-        };
-        self.events.emit(EventKind::AssistantTextStart {});
-        let mut text = String::new();
-        let mut reasoning = String::new();
-        let mut failure = None;
-        for event in stream {
-            match event {
-                Ok(StreamEvent::TextDelta { delta, .. }) => {
-                    text.push_str(&delta);
-                    self.events.emit(EventKind::AssistantTextDelta { delta });
-                }
-                Ok(StreamEvent::ReasoningDelta { delta }) => {
-                    reasoning.push_str(&delta);
-                    self.events
-                        .emit(EventKind::AssistantReasoningDelta { delta });
-                }
-                Ok(StreamEvent::Finish { response, .. }) => {
-                    self.events.emit(EventKind::AssistantTextEnd {
-                        text: response.text(),
-                        reasoning: response.reasoning(),
-                        refusal: response.refusal.clone(),
-                        finish_reason: response.finish_reason.clone(),
-                        usage: response.usage,
-                        tool_calls: response.tool_calls().len(),
-                        cost_usd: self.call_cost(&response),
-                    });
-                    return RoundEnd::Response(response);
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    failure = Some(error);
-                    break;
-                }
-            }
+        self.model_call().stream(request, cancel)
+    }
+
+    /// The parts a model call works with, borrowed for its duration.
+    fn model_call(&self) -> ModelCall<'_> {
+        ModelCall {
+            client: &self.client,
+            events: &self.events,
+            profile: &self.profile,
+            prices: &self.config.prices,
         }
-        let cancelled = cancel.is_cancelled();
-        let raw = if cancelled {
-            "cancelled"
-        } else {
-            "stream_error"
-        };
-        self.events.emit(EventKind::AssistantTextEnd {
-            text,
-            reasoning: (!reasoning.is_empty()).then_some(reasoning),
-            refusal: None,
-            finish_reason: FinishReason::new(FinishKind::Other, Some(raw.to_string())),
-            usage: Default::default(),
-            tool_calls: 0,
-            cost_usd: None,
-        });
-        if cancelled {
-            return RoundEnd::Cancelled;
-        }
-        RoundEnd::Failed(failure.unwrap_or_else(|| {
-            Error::new(ErrorKind::Stream, "the stream ended without a finish event")
-                .with_provider(self.profile.id.clone())
-        }))
     }
 
     /// Emits the events of a provider error; returns whether the session must close.
     fn report_error(&self, error: &Error) -> bool {
-        let fatal = is_fatal(error.kind());
+        let fatal = fallback::is_fatal(error.kind());
         if error.kind() == ErrorKind::ContextLength {
             self.events.emit(EventKind::Warning {
                 message: format!(
@@ -722,50 +791,16 @@ impl Worker {
         }
         self.hooks().observe(HookEvent::SessionEnd);
         *lock(&self.shared.state) = SessionState::Closed;
+        let (tool_calls, lived) = self.budget.session_figures();
         self.events.emit(EventKind::SessionEnd {
             final_state: SessionState::Closed,
             reason,
             usage: self.totals.usage,
             cost_usd: self.totals.cost(),
+            tool_calls,
+            duration_ms: u64::try_from(lived.as_millis()).unwrap_or(u64::MAX),
         });
         // Inputs still queued are dropped with the inbox: their `run()` callers see the
         // session closed.
     }
-}
-
-/// Errors after which the session cannot go on (spec §2.8, Appendix B).
-fn is_fatal(kind: ErrorKind) -> bool {
-    match kind {
-        ErrorKind::Authentication
-        | ErrorKind::AccessDenied
-        | ErrorKind::NotFound
-        | ErrorKind::InvalidRequest
-        | ErrorKind::Quota
-        | ErrorKind::Configuration
-        | ErrorKind::SessionClosed => true,
-        ErrorKind::ContextLength
-        | ErrorKind::RateLimited
-        | ErrorKind::Server
-        | ErrorKind::ContentFilter
-        | ErrorKind::Network
-        | ErrorKind::Timeout
-        | ErrorKind::Stream
-        | ErrorKind::Aborted
-        | ErrorKind::Io => false,
-    }
-}
-
-fn assistant_turn(response: Response, tool_calls: Vec<crate::llm::ToolCall>) -> Turn {
-    let content = response.text();
-    let reasoning = response.reasoning();
-    Turn::Assistant(AssistantTurn {
-        content,
-        tool_calls,
-        reasoning,
-        usage: response.usage,
-        response_id: (!response.id.is_empty()).then_some(response.id),
-        finish_reason: response.finish_reason,
-        parts: response.message.content,
-        timestamp: SystemTime::now(),
-    })
 }

@@ -24,8 +24,9 @@
 //! * `refusal` — `Response::refusal`, and a refusal also leaves the warning
 //!   `refusal: <text>`.
 //! * `usage` — each field present: `input_tokens`, `output_tokens`, `total_tokens`,
-//!   `reasoning_tokens`, `cache_read_tokens`, and `cache_creation_tokens` (our
-//!   `cache_write_tokens`); an expected number must be reported as exactly that number
+//!   `reasoning_tokens`, `cache_read_tokens`, `cache_creation_tokens` (our
+//!   `cache_write_tokens`) and `cache_creation_1h_tokens` (our `cache_write_1h_tokens`,
+//!   the writes of Anthropic's 1-hour TTL); an expected number must be reported as exactly that number
 //!   (an expected `0` is not met by `None`).
 //! * `redacted_reasoning_blocks` — the number of redacted thinking parts;
 //!   `reasoning_signature_prefixes` — the signatures of the non-redacted thinking parts
@@ -219,6 +220,7 @@ pub fn response_mismatches(expected: &Value, response: &Response) -> Vec<String>
                 "reasoning_tokens" => u.reasoning_tokens,
                 "cache_read_tokens" => u.cache_read_tokens,
                 "cache_creation_tokens" => u.cache_write_tokens,
+                "cache_creation_1h_tokens" => u.cache_write_1h_tokens,
                 other => {
                     diffs.push(format!(
                         "usage.{other}: the checker does not know this field"

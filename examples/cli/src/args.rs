@@ -6,6 +6,9 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
+
+use agentloop::session::Budget;
 
 /// The help text (`agentloop --help`).
 pub const USAGE: &str = "\
@@ -36,6 +39,21 @@ OPTIONS:
                             the demo uses a fresh temporary directory)
     --max-turns N           stop after N model calls in the whole session (0 = no limit)
     --max-rounds N          stop an input after N tool rounds (0 = no limit)
+    --max-total-tokens N    stop once the session (its subagents included) has used N
+                            tokens, input plus output
+    --max-cost USD          stop once the session has cost USD dollars (every model it may
+                            call needs a known price; without one this is a usage error)
+    --max-wall DURATION     stop once the session has run DURATION (90, 90s, 15m, 2h)
+    --max-tool-calls N      run at most N tool calls in the session
+    --budget-warning F      emit budget_warning once F of a budget is used (default 0.8)
+    --budget-note           and then tell the model how much is left, to wrap up
+    --fallback-model LIST   models to continue with, in order, when the model keeps failing
+                            (rate limits, overload, 5xx, quota): comma-separated MODEL (same
+                            provider) or PROVIDER:MODEL (its key from the environment)
+    --output-schema FILE    the final answer must be JSON valid against the JSON Schema in
+                            FILE: printed alone on stdout (with --json, in the
+                            processing_end event's `output`); exit 4 when none came
+    --cache-ttl 5m|1h       how long the provider keeps the prompt cache (Anthropic)
     --reasoning-effort E    low | medium | high (or a provider's own value)
     --context-window TOKENS the model's context window (default: the model's own); the
                             history is compacted before it fills
@@ -77,8 +95,8 @@ OPTIONS:
     -V, --version           print the version
 
 EXIT STATUS:
-    0 done, 1 error, 2 bad usage, 3 a turn or round limit stopped the agent,
-    130 interrupted (Ctrl-C; a second Ctrl-C aborts at once),
+    0 done, 1 error, 2 bad usage, 3 a turn, round or budget limit stopped the agent,
+    4 no final answer valid against --output-schema, 130 interrupted (Ctrl-C; a second Ctrl-C aborts at once),
     143 ended by SIGTERM, 129 by SIGHUP (the running command is ended and the session
     closed, as for an abort)
 ";
@@ -99,7 +117,8 @@ pub enum ProviderName {
 }
 
 impl ProviderName {
-    fn parse(text: &str) -> Option<ProviderName> {
+    /// The provider a command-line name names.
+    pub fn parse(text: &str) -> Option<ProviderName> {
         Some(match text {
             "anthropic" => ProviderName::Anthropic,
             "openai" => ProviderName::OpenAi,
@@ -200,6 +219,18 @@ pub struct Options {
     pub remote_command: Option<String>,
     /// `--remote-server`: the exec-server command on the remote side.
     pub remote_server: Option<String>,
+    /// `--max-total-tokens`, `--max-cost`, `--max-wall`, `--max-tool-calls`.
+    pub budget: Budget,
+    /// `--budget-warning`: the fraction at which budget warnings fire.
+    pub budget_warning: Option<f64>,
+    /// `--budget-note`.
+    pub budget_note: bool,
+    /// `--fallback-model`: `MODEL` or `PROVIDER:MODEL`, in order.
+    pub fallback_models: Vec<String>,
+    /// `--output-schema`: the JSON Schema file of the final answer.
+    pub output_schema: Option<PathBuf>,
+    /// `--cache-ttl`.
+    pub cache_ttl: Option<Duration>,
 }
 
 /// What the command line asks for.
@@ -299,6 +330,60 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 options.remote_server = Some(non_empty(&name, value("a command")?)?)
             }
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
+            "--max-total-tokens" => {
+                options.budget = options
+                    .budget
+                    .with_tokens(number(&name, &value("tokens")?)?)
+            }
+            "--max-cost" => {
+                options.budget = options
+                    .budget
+                    .with_cost_usd(dollars(&value("US dollars")?)?)
+            }
+            "--max-wall" => {
+                options.budget = options
+                    .budget
+                    .with_wall_time(duration(&value("a duration")?)?)
+            }
+            "--max-tool-calls" => {
+                options.budget = options
+                    .budget
+                    .with_tool_calls(number(&name, &value("a number")?)?)
+            }
+            "--budget-warning" => {
+                let text = value("a fraction, e.g. 0.8")?;
+                let fraction = text
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| *f > 0.0 && *f <= 1.0);
+                let Some(fraction) = fraction else {
+                    return Err(usage(format!(
+                        "--budget-warning takes a fraction above 0 and at most 1, not `{text}`"
+                    )));
+                };
+                options.budget_warning = Some(fraction);
+            }
+            "--budget-note" => options.budget_note = true,
+            "--fallback-model" => {
+                for model in value("models, comma-separated")?.split(',') {
+                    options
+                        .fallback_models
+                        .push(non_empty(&name, model.trim().to_string())?);
+                }
+            }
+            "--output-schema" => {
+                options.output_schema = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--cache-ttl" => {
+                options.cache_ttl = Some(match value("5m or 1h")?.as_str() {
+                    "5m" => Duration::from_secs(300),
+                    "1h" => Duration::from_secs(3600),
+                    other => {
+                        return Err(usage(format!("unknown cache TTL `{other}`; use 5m or 1h")));
+                    }
+                })
+            }
             "--max-rounds" => options.max_rounds = number(&name, &value("a number")?)?,
             "--context-window" => {
                 let tokens: usize = number(&name, &value("a number of tokens")?)?;
@@ -380,6 +465,41 @@ fn non_empty(name: &str, value: String) -> Result<String, UsageError> {
     } else {
         Ok(value)
     }
+}
+
+/// `--max-cost`: a non-negative number of dollars.
+fn dollars(text: &str) -> Result<f64, UsageError> {
+    text.trim()
+        .trim_start_matches('$')
+        .parse::<f64>()
+        .ok()
+        .filter(|d| d.is_finite() && *d >= 0.0)
+        .ok_or_else(|| {
+            usage(format!(
+                "--max-cost takes US dollars (like 2.50), not `{text}`"
+            ))
+        })
+}
+
+/// `--max-wall`: seconds, or a number with `s`, `m` or `h`.
+fn duration(text: &str) -> Result<Duration, UsageError> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((at, 's')) => (&text[..at], 1.0),
+        Some((at, 'm')) => (&text[..at], 60.0),
+        Some((at, 'h')) => (&text[..at], 3600.0),
+        _ => (text, 1.0),
+    };
+    number
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n > 0.0)
+        .and_then(|n| Duration::try_from_secs_f64(n * unit).ok())
+        .ok_or_else(|| {
+            usage(format!(
+                "--max-wall takes a duration (90, 90s, 15m, 2h), not `{text}`"
+            ))
+        })
 }
 
 fn number<T: std::str::FromStr>(name: &str, text: &str) -> Result<T, UsageError> {
@@ -491,5 +611,51 @@ mod tests {
                 .0
                 .contains("auto or ask")
         );
+    }
+
+    #[test]
+    fn budgets_fallbacks_schema_and_cache_ttl_are_parsed() {
+        let options = run(&[
+            "--max-total-tokens",
+            "400000",
+            "--max-cost",
+            "$2.50",
+            "--max-wall",
+            "15m",
+            "--max-tool-calls",
+            "150",
+            "--budget-warning",
+            "0.9",
+            "--budget-note",
+            "--fallback-model",
+            "claude-haiku-4-5, openai:gpt-5",
+            "--output-schema",
+            "s.json",
+            "--cache-ttl",
+            "1h",
+            "go",
+        ])
+        .unwrap();
+        assert_eq!(options.budget.tokens, Some(400_000));
+        assert_eq!(options.budget.cost_usd, Some(2.5));
+        assert_eq!(options.budget.wall_time, Some(Duration::from_secs(900)));
+        assert_eq!(options.budget.tool_calls, Some(150));
+        assert_eq!(options.budget_warning, Some(0.9));
+        assert!(options.budget_note);
+        assert_eq!(
+            options.fallback_models,
+            ["claude-haiku-4-5", "openai:gpt-5"]
+        );
+        assert_eq!(options.output_schema, Some(PathBuf::from("s.json")));
+        assert_eq!(options.cache_ttl, Some(Duration::from_secs(3600)));
+        for bad in [
+            &["--max-cost", "-1"][..],
+            &["--max-wall", "soon"],
+            &["--budget-warning", "1.5"],
+            &["--cache-ttl", "2h"],
+            &["--fallback-model", "a,,b"],
+        ] {
+            assert!(run(bad).is_err(), "{bad:?}");
+        }
     }
 }

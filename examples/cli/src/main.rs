@@ -19,6 +19,7 @@
 #![cfg_attr(not(test), no_main)]
 
 mod args;
+mod control;
 mod demo;
 mod fast_start;
 mod hooks;
@@ -39,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use agentloop::exec::ExecutionEnvironment;
 use agentloop::llm::ToolCall;
+use agentloop::profiles::ProviderProfile;
 use agentloop::session::{
     Approval, ApprovalResponder, CloseReason, EventKind, Events, RecvError, Session, SessionConfig,
     SessionEvent, SessionState, StopReason,
@@ -54,6 +56,7 @@ const EXIT_OK: i32 = 0;
 const EXIT_ERROR: i32 = 1;
 const EXIT_USAGE: i32 = 2;
 const EXIT_LIMIT: i32 = 3;
+const EXIT_NO_OUTPUT: i32 = 4;
 const EXIT_INTERRUPTED: i32 = 130;
 
 /// How often the live indicator is redrawn while no event arrives.
@@ -114,6 +117,13 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     for note in &setup.notes {
         eprintln!("agentloop: {note}");
     }
+    let schema = match control::output_schema(&options) {
+        Ok(schema) => schema,
+        Err(err) => return usage_error(&err.0),
+    };
+    if let Err(err) = control::check(&options, &setup.profile, &setup.fallbacks) {
+        return usage_error(&err.0);
+    }
 
     // The prompt: the demo's task, the command line, or stdin (read before Ctrl-C is
     // handled, so that a Ctrl-C while typing into a pipe ends the program as usual).
@@ -139,6 +149,9 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         Some(text)
     };
 
+    if schema.is_some() && (prompt.is_none() || setup.demo.is_some()) {
+        return usage_error("--output-schema needs one task: a prompt, not the demo or a dialogue");
+    }
     if setup.demo.is_some() && (options.remote.is_some() || options.remote_command.is_some()) {
         return usage_error("the offline demo runs locally; --remote needs a real provider");
     }
@@ -183,12 +196,10 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     } else {
         let colour = stdout_is_terminal && std::env::var_os("NO_COLOR").is_none();
         let indicator = signals::is_terminal(io::stderr().as_raw_fd());
-        Output::Human(Box::new(Human::new(
-            colour,
-            indicator,
-            prompt.is_some(),
-            place,
-        )))
+        // With --output-schema, stdout holds the value alone: the view goes to stderr.
+        Output::Human(Box::new(
+            Human::new(colour, indicator, prompt.is_some(), place).on_stderr(schema.is_some()),
+        ))
     };
     if setup.demo.is_some() {
         let banner = format!(
@@ -212,7 +223,13 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         eprintln!("agentloop: cannot handle signals: {err}");
         return EXIT_ERROR;
     }
-    let session = match start_session(&options, &setup.cwd, setup.profile, setup.client, env) {
+    let session = match start_session(
+        &options,
+        &setup.cwd,
+        (setup.profile, setup.fallbacks),
+        setup.client,
+        env,
+    ) {
         Ok(session) => Arc::new(session),
         Err(err) => {
             eprintln!("agentloop: {err}");
@@ -244,11 +261,14 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         ended: false,
         watch_due: Some(Instant::now() + WATCH_AFTER),
         watch_failed: false,
+        schema,
+        answer: None,
     };
     let code = match prompt {
         Some(prompt) => {
             run.submit(prompt, true);
             run.until_session_end();
+            run.print_output(options.json);
             run.one_shot_status()
         }
         None => run.interactive(),
@@ -309,9 +329,18 @@ impl Run<'_> {
         if self.control.pressed() {
             return EXIT_INTERRUPTED;
         }
+        if self.schema.is_some() && self.answer.is_none() {
+            return match self.last_stop {
+                Some(StopReason::Interrupted | StopReason::Aborted) => EXIT_INTERRUPTED,
+                Some(StopReason::Error) => EXIT_ERROR,
+                _ => EXIT_NO_OUTPUT,
+            };
+        }
         match self.last_stop {
             None | Some(StopReason::Completed) => EXIT_OK,
-            Some(StopReason::TurnLimit | StopReason::RoundLimit) => EXIT_LIMIT,
+            Some(StopReason::TurnLimit | StopReason::RoundLimit | StopReason::BudgetExhausted) => {
+                EXIT_LIMIT
+            }
             Some(StopReason::Interrupted | StopReason::Aborted) => EXIT_INTERRUPTED,
             Some(_) => EXIT_ERROR,
         }
@@ -323,7 +352,7 @@ impl Run<'_> {
 fn start_session(
     options: &Options,
     cwd: &std::path::Path,
-    mut profile: agentloop::profiles::ProviderProfile,
+    (mut profile, fallbacks): (ProviderProfile, Vec<ProviderProfile>),
     client: agentloop::llm::Client,
     env: Arc<dyn ExecutionEnvironment>,
 ) -> agentloop::Result<Session> {
@@ -358,6 +387,14 @@ fn start_session(
     if let Some(tokens) = options.context_window {
         profile = profile.with_context_window_size(tokens);
     }
+    let fallbacks = fallbacks
+        .into_iter()
+        .map(|f| match options.context_window {
+            Some(tokens) => f.with_context_window_size(tokens),
+            None => f,
+        })
+        .collect();
+    let config = control::configure(options, config, fallbacks);
     match &options.resume {
         Some(path) => Session::resume(path, profile, env, client, config),
         None => Session::new(profile, env, client, config),
@@ -472,12 +509,20 @@ struct Run<'a> {
     watch_due: Option<Instant>,
     /// The watcher could not start: the session was aborted.
     watch_failed: bool,
+    /// `--output-schema`: the final answer's schema.
+    schema: Option<Value>,
+    /// The final answer's value, once an input ended with one.
+    answer: Option<Value>,
 }
 
 impl Run<'_> {
     /// Submits `prompt`; with `last`, the session closes once it is processed.
     fn submit(&mut self, prompt: String, last: bool) {
-        if self.session.submit(prompt).is_err() {
+        let submitted = match &self.schema {
+            Some(schema) => self.session.submit_structured(prompt, schema.clone()),
+            None => self.session.submit(prompt),
+        };
+        if submitted.is_err() {
             return; // closed: the event stream says why
         }
         if last {
@@ -530,8 +575,13 @@ impl Run<'_> {
         while let Some(event) = self.next_event() {
             self.show(&event);
             match &event.kind {
-                EventKind::ProcessingEnd { stop_reason, .. } => {
+                EventKind::ProcessingEnd {
+                    stop_reason,
+                    output,
+                    ..
+                } => {
                     self.last_stop = Some(*stop_reason);
+                    self.answer.clone_from(output);
                     return true;
                 }
                 EventKind::SessionEnd { reason, .. } => {
@@ -546,6 +596,17 @@ impl Run<'_> {
 
     fn until_session_end(&mut self) {
         while self.until_processing_end() {}
+    }
+
+    /// With `--output-schema` in the human view: the final answer's value, alone on stdout
+    /// (with `--json` it is in the `processing_end` event).
+    fn print_output(&mut self, json: bool) {
+        let Some(answer) = self.answer.as_ref().filter(|_| !json) else {
+            return;
+        };
+        if print_or_fail(&format!("{answer}\n")) != EXIT_OK {
+            self.output_failed = true;
+        }
     }
 
     /// Shows one event (and answers it, for an approval request).

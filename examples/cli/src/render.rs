@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use agentloop::llm::Usage;
 use agentloop::session::compaction::CompactionFallback;
-use agentloop::session::{EventKind, HookDecision, SessionEvent, StopReason};
+use agentloop::session::{
+    BudgetKind, BudgetScope, EventKind, HookDecision, SessionEvent, StopReason,
+};
 use serde_json::Value;
 
 /// Where events go.
@@ -119,6 +121,8 @@ pub struct Human {
     started: Instant,
     model_calls: usize,
     cwd: String,
+    /// Everything goes to stderr (stdout is kept for `--output-schema`'s value).
+    on_stderr: bool,
 }
 
 impl Human {
@@ -139,13 +143,29 @@ impl Human {
             started: Instant::now(),
             model_calls: 0,
             cwd,
+            on_stderr: false,
+        }
+    }
+
+    /// Writes the view to stderr instead of stdout when `on_stderr`.
+    pub fn on_stderr(mut self, on_stderr: bool) -> Human {
+        self.on_stderr = on_stderr;
+        self
+    }
+
+    /// Where the view's text goes.
+    fn out(&self) -> Box<dyn Write> {
+        if self.on_stderr {
+            Box::new(io::stderr().lock())
+        } else {
+            Box::new(io::stdout().lock())
         }
     }
 
     /// Prints a line of its own on stdout (after ending a line of answer text).
     pub fn line(&mut self, text: &str) -> io::Result<()> {
         self.clear_indicator();
-        let mut out = io::stdout().lock();
+        let mut out = self.out();
         if self.mid_line {
             out.write_all(b"\n")?;
             self.mid_line = false;
@@ -159,7 +179,7 @@ impl Human {
     /// Ends a line of answer text, if one is open.
     fn end_line(&mut self) -> io::Result<()> {
         if self.mid_line {
-            let mut out = io::stdout().lock();
+            let mut out = self.out();
             out.write_all(b"\n")?;
             out.flush()?;
             self.mid_line = false;
@@ -205,7 +225,7 @@ impl Human {
             EventKind::AssistantTextDelta { delta } => {
                 self.clear_indicator();
                 let delta = safe(delta);
-                let mut out = io::stdout().lock();
+                let mut out = self.out();
                 out.write_all(delta.as_bytes())?;
                 out.flush()?;
                 if !delta.is_empty() {
@@ -263,6 +283,47 @@ impl Human {
                     s.reset
                 ))?;
             }
+            EventKind::BudgetWarning {
+                which,
+                scope,
+                limit,
+                used,
+            } => self.warn(&format!(
+                "{} budget of the {}: {} of {} used",
+                budget_name(*which),
+                budget_scope(*scope),
+                budget_figure(*which, *used),
+                budget_figure(*which, *limit)
+            )),
+            EventKind::BudgetExhausted {
+                which,
+                scope,
+                limit,
+                used,
+            } => {
+                let line = format!(
+                    "{}stopped: the {} budget of the {} is used up ({} of {}){}",
+                    s.red,
+                    budget_name(*which),
+                    budget_scope(*scope),
+                    budget_figure(*which, *used),
+                    budget_figure(*which, *limit),
+                    s.reset
+                );
+                self.line(&line)?;
+            }
+            EventKind::ModelFallback {
+                from_model,
+                to_provider,
+                to_model,
+                error_kind,
+                ..
+            } => self.warn(&format!(
+                "{} failed ({error_kind}); continuing with {}/{}",
+                safe(from_model),
+                safe(to_provider),
+                safe(to_model)
+            )),
             EventKind::LoopDetection { message } => self.warn(message),
             EventKind::Warning { message, .. } => self.warn(message),
             EventKind::Error { message, .. } => {
@@ -296,6 +357,8 @@ impl Human {
                     StopReason::Aborted => "aborted",
                     StopReason::Error => "failed",
                     StopReason::Blocked => "blocked by a hook",
+                    StopReason::BudgetExhausted => "stopped by a budget",
+                    StopReason::StructuredOutputFailed => "no valid final answer",
                     _ => "stopped",
                 };
                 let took = self.started.elapsed().as_secs_f64();
@@ -447,6 +510,32 @@ impl Human {
             let _ = err.flush();
             self.indicator_shown = false;
         }
+    }
+}
+
+fn budget_name(which: BudgetKind) -> &'static str {
+    match which {
+        BudgetKind::Tokens => "token",
+        BudgetKind::Cost => "cost",
+        BudgetKind::WallTime => "time",
+        BudgetKind::ToolCalls => "tool-call",
+        _ => "a",
+    }
+}
+
+fn budget_scope(scope: BudgetScope) -> &'static str {
+    match scope {
+        BudgetScope::Input => "input",
+        _ => "session",
+    }
+}
+
+/// A budget's figure in its unit: tokens, dollars, seconds or calls.
+fn budget_figure(which: BudgetKind, amount: f64) -> String {
+    match which {
+        BudgetKind::Cost => format!("${amount:.2}"),
+        BudgetKind::WallTime => format!("{amount:.0} s"),
+        _ => format!("{amount:.0}"),
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agentloop::llm::{Client, HttpOptions};
+use agentloop::llm::{Client, HttpOptions, Request};
 use agentloop::profiles::{self, ProviderProfile};
 use agentloop::session::transcript::Transcript;
 
@@ -36,6 +36,8 @@ pub struct Setup {
     pub endpoint: Option<String>,
     /// A note for stderr (e.g. the directory a resumed session continues in).
     pub notes: Vec<String>,
+    /// The `--fallback-model` profiles, in order (their providers are in `client`).
+    pub fallbacks: Vec<ProviderProfile>,
     /// The demo's temporary directory, removed when this is dropped.
     _temp: Option<tempfile::TempDir>,
 }
@@ -249,12 +251,7 @@ pub fn resolve(
         client
     } else {
         let vars = provider_vars(provider, options, var)?;
-        let id = match provider {
-            ProviderName::Anthropic => "anthropic",
-            ProviderName::OpenAi => "openai",
-            ProviderName::Gemini => "gemini",
-            _ => "openai-chat",
-        };
+        let id = provider_id(provider);
         // One implementation of "variables to a provider": the library's. The base URL it
         // read is where requests go (for the header line).
         let read_url = std::cell::RefCell::new(None);
@@ -297,7 +294,7 @@ pub fn resolve(
             }
         })?
     };
-    let client = match options.max_retry_wait {
+    let mut client = match options.max_retry_wait {
         Some(secs) => {
             let retry = client
                 .retry_policy()
@@ -315,6 +312,7 @@ pub fn resolve(
         // Only the Responses API has freeform tools; elsewhere `apply_patch` is a function.
         profile = profile.without_freeform_tools();
     }
+    let fallbacks = fallback_profiles(options, var, &mut client, provider, &profile)?;
 
     let mut notes = Vec::new();
     let (cwd, temp) = match (&options.cwd, provider, &recorded_dir) {
@@ -372,8 +370,87 @@ pub fn resolve(
         cwd,
         endpoint,
         notes,
+        fallbacks,
         _temp: temp,
     })
+}
+
+/// The library's provider id for `provider`.
+fn provider_id(provider: ProviderName) -> &'static str {
+    match provider {
+        ProviderName::Anthropic => "anthropic",
+        ProviderName::OpenAi => "openai",
+        ProviderName::Gemini => "gemini",
+        _ => "openai-chat",
+    }
+}
+
+/// The `--fallback-model` profiles, in order. `MODEL` is the session's profile with another
+/// model; `PROVIDER:MODEL` that provider's own profile, its key and base URL read from the
+/// environment under the rules of `--provider` (`--base-url` is the first provider's), and
+/// the provider registered in `client`. A model id with a colon of its own (`qwen:32b`)
+/// stays whole unless what precedes the colon is a provider name.
+fn fallback_profiles(
+    options: &Options,
+    var: &dyn Fn(&str) -> Option<String>,
+    client: &mut Client,
+    provider: ProviderName,
+    profile: &ProviderProfile,
+) -> Result<Vec<ProviderProfile>, UsageError> {
+    if provider == ProviderName::Demo && !options.fallback_models.is_empty() {
+        return Err(usage(
+            "--fallback-model needs a real provider, not the offline demo",
+        ));
+    }
+    let mut profiles = Vec::new();
+    for entry in &options.fallback_models {
+        let (other, model) = match entry.split_once(':') {
+            Some((name, model)) => match ProviderName::parse(name) {
+                Some(other) => (other, model),
+                None => (provider, entry.as_str()),
+            },
+            None => (provider, entry.as_str()),
+        };
+        if other == provider {
+            profiles.push(profile.clone().with_model(model));
+            continue;
+        }
+        if other == ProviderName::Demo {
+            return Err(usage(
+                "--fallback-model cannot fall back to the offline demo",
+            ));
+        }
+        let own = Options {
+            base_url: None,
+            ..options.clone()
+        };
+        let vars = provider_vars(other, &own, var)?;
+        let id = provider_id(other);
+        let built = Client::from_vars_for(id, |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
+                .or_else(|| passed_through(other, name).then(|| var(name)).flatten())
+        })
+        .map_err(|err| usage(format!("--fallback-model {entry}: {err}")))?;
+        let answering = built
+            .provider_for(&Request::new(model, Vec::new()))
+            .map_err(|err| usage(format!("--fallback-model {entry}: {err}")))?;
+        let answering = answering.clone();
+        let answering_id = answering.id().to_string();
+        client.register(answering);
+        let name = match other {
+            ProviderName::OpenAi | ProviderName::OpenAiChat => ProfileName::OpenAi,
+            ProviderName::Gemini => ProfileName::Gemini,
+            _ => ProfileName::Anthropic,
+        };
+        let mut fallback = profile_for(name, model).with_provider_id(answering_id);
+        if other != ProviderName::OpenAi {
+            fallback = fallback.without_freeform_tools();
+        }
+        profiles.push(fallback);
+    }
+    Ok(profiles)
 }
 
 /// Whether two paths name the same directory.

@@ -28,14 +28,17 @@
 //!
 //! # Prompt caching
 //!
-//! Unless `provider_options.anthropic.auto_cache` is `false`, the adapter marks three
-//! `cache_control: {"type": "ephemeral"}` breakpoints (the API allows four): the last
-//! `system` block, the last tool, and the last block of the latest user turn (in an agent
-//! loop, the newest tool results). System prompt and tools are stable for a session, and the
-//! latest user turn moves forward each round, so each request reads the prefix the previous
-//! one wrote (Anthropic also looks back about 20 blocks before a breakpoint for an earlier
-//! cache entry). When breakpoints are present the `prompt-caching-2024-07-31` beta is
-//! requested too.
+//! Unless `provider_options.anthropic.auto_cache` is `false`, the adapter marks four
+//! `cache_control: {"type": "ephemeral"}` breakpoints (the most the API allows): the last
+//! `system` block, the last tool, and the last block of each of the two latest user turns
+//! (in an agent loop, the newest tool results and the ones before). System prompt and tools
+//! are stable for a session; the latest user turn moves forward each round, and the one
+//! before it sits exactly where the previous request's latest breakpoint sat, so each
+//! request reads the whole prefix the previous one wrote even when a round adds more than
+//! the 20 or so blocks the API looks back from a breakpoint. [`Request::cache_ttl_secs`]
+//! sets every breakpoint's `ttl` (`5m` for 300, `1h` for 3600, which also requests the
+//! `extended-cache-ttl-2025-04-11` beta; another value is a configuration error). When
+//! breakpoints are present the `prompt-caching-2024-07-31` beta is requested too.
 //!
 //! The body serialises deterministically, with its fields in a fixed order: `model`,
 //! generation settings, `tools`, `system`, merged provider options, then `messages` last —
@@ -72,6 +75,8 @@ const ID: &str = "anthropic";
 const API_VERSION: &str = "2023-06-01";
 /// Requested when the request carries cache breakpoints.
 const CACHE_BETA: &str = "prompt-caching-2024-07-31";
+/// Requested as well when they ask for the 1-hour TTL.
+const LONG_CACHE_BETA: &str = "extended-cache-ttl-2025-04-11";
 /// Default output limit without thinking.
 const DEFAULT_MAX_TOKENS: u32 = 8192;
 

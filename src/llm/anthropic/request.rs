@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{CACHE_BETA, ID, config_error};
+use super::{CACHE_BETA, ID, LONG_CACHE_BETA, config_error};
 use crate::error::Result;
 use crate::json::RawJson;
 use crate::llm::wire::parse_data_url;
@@ -52,9 +52,30 @@ struct WireTool<'a> {
 struct CacheControl {
     #[serde(rename = "type")]
     kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
 }
 
-const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+/// A breakpoint with the request's TTL (`5m`, `1h`, or the API's default when unset).
+fn breakpoint(ttl: Option<&'static str>) -> CacheControl {
+    CacheControl {
+        kind: "ephemeral",
+        ttl,
+    }
+}
+
+/// The `cache_control.ttl` for `Request::cache_ttl_secs`: the two the API takes.
+fn cache_ttl(seconds: Option<u64>) -> Result<Option<&'static str>> {
+    match seconds {
+        None => Ok(None),
+        Some(300) => Ok(Some("5m")),
+        Some(3600) => Ok(Some("1h")),
+        Some(other) => Err(config_error(format!(
+            "Anthropic keeps prompt-cache entries 5 minutes or 1 hour (cache_ttl_secs 300 or \
+             3600), not {other} s"
+        ))),
+    }
+}
 
 #[derive(Serialize)]
 struct WireMessage<'a> {
@@ -105,13 +126,13 @@ impl Block<'_> {
     }
 
     /// Marks this block as a cache breakpoint; `false` for blocks that cannot carry one.
-    fn mark_cache(&mut self) -> bool {
+    fn mark_cache(&mut self, mark: CacheControl) -> bool {
         match self {
             Block::Text { cache_control, .. }
             | Block::Image { cache_control, .. }
             | Block::ToolUse { cache_control, .. }
             | Block::ToolResult { cache_control, .. } => {
-                *cache_control = Some(EPHEMERAL);
+                *cache_control = Some(mark);
                 true
             }
             Block::Thinking { .. } | Block::RedactedThinking { .. } => false,
@@ -216,28 +237,12 @@ pub(super) fn build_body(request: &Request, max_tokens_default: u32) -> Result<B
 
     let (mut system, mut messages) = translate_messages(&request.messages);
 
-    let mut cached = false;
-    if auto_cache {
-        if let Some(last) = system.last_mut() {
-            cached |= last.mark_cache();
-        }
-        if let Some(last) = tools.last_mut() {
-            last.cache_control = Some(EPHEMERAL);
-            cached = true;
-        }
-        if let Some(turn) = messages.iter_mut().rev().find(|m| m.role == "user") {
-            if let Some(block) = turn
-                .content
-                .iter_mut()
-                .rev()
-                .find(|b| !matches!(b, Block::Thinking { .. } | Block::RedactedThinking { .. }))
-            {
-                cached |= block.mark_cache();
-            }
-        }
-    }
-    if cached {
+    let ttl = cache_ttl(request.cache_ttl_secs)?;
+    if auto_cache && mark_breakpoints(&mut system, &mut tools, &mut messages, breakpoint(ttl)) {
         push_unique(&mut betas, CACHE_BETA);
+        if ttl == Some("1h") {
+            push_unique(&mut betas, LONG_CACHE_BETA);
+        }
     }
 
     let body = Body {
@@ -318,6 +323,44 @@ fn max_tokens(
             max_tokens_default.saturating_add(option_budget)
         }
     })
+}
+
+/// Marks the four breakpoints (the most the API takes): the last system block, the last
+/// tool, and the last block of each of the two latest user messages. The latest one moves
+/// forward every round; the one before it sits exactly where the previous request's latest
+/// one sat, so each request reads the whole prefix the previous one wrote, however many
+/// blocks the round between them added (the API looks back only about 20 blocks from a
+/// breakpoint for an earlier entry). Returns whether any was marked.
+fn mark_breakpoints(
+    system: &mut [Block<'_>],
+    tools: &mut [WireTool<'_>],
+    messages: &mut [WireMessage<'_>],
+    mark: CacheControl,
+) -> bool {
+    let mut cached = false;
+    if let Some(last) = system.last_mut() {
+        cached |= last.mark_cache(mark);
+    }
+    if let Some(last) = tools.last_mut() {
+        last.cache_control = Some(mark);
+        cached = true;
+    }
+    for turn in messages
+        .iter_mut()
+        .rev()
+        .filter(|m| m.role == "user")
+        .take(2)
+    {
+        let last = turn
+            .content
+            .iter_mut()
+            .rev()
+            .find(|b| !matches!(b, Block::Thinking { .. } | Block::RedactedThinking { .. }));
+        if let Some(block) = last {
+            cached |= block.mark_cache(mark);
+        }
+    }
+    cached
 }
 
 fn push_unique(list: &mut Vec<String>, item: &str) {

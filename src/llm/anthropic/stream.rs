@@ -90,8 +90,17 @@ struct WireUsage {
     cache_read_input_tokens: Option<u64>,
     #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
+    /// The writes by TTL (`ephemeral_5m_input_tokens`, `ephemeral_1h_input_tokens`).
+    #[serde(default)]
+    cache_creation: Option<WireCacheCreation>,
     #[serde(default)]
     output_tokens_details: Option<WireOutputDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireCacheCreation {
+    #[serde(default)]
+    ephemeral_1h_input_tokens: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -147,6 +156,13 @@ impl AnthropicDecoder {
         }
         if let Some(n) = usage.cache_creation_input_tokens {
             u.cache_write_tokens = Some(n);
+        }
+        if let Some(n) = usage
+            .cache_creation
+            .as_ref()
+            .and_then(|c| c.ephemeral_1h_input_tokens)
+        {
+            u.cache_write_1h_tokens = Some(n);
         }
         if let Some(n) = usage
             .output_tokens_details

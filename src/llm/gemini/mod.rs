@@ -11,7 +11,7 @@
 //! | text, images | `text`; `inlineData` (bytes or a `data:` URL) or `fileData` (other URLs) |
 //! | [`ToolCall`](crate::llm::ToolCall) | `functionCall {name, args}` (ids are ours, so they are not sent) |
 //! | [`ToolResult`](crate::llm::ToolResult) | `functionResponse {name, response: {result}}`, or `{error}` when `is_error`; the name is the result's own or that of the call with its id earlier in the conversation; an image follows as `inlineData` |
-//! | thought signatures | sent back as `thoughtSignature` on the same part they came on: a text part (also an empty one) or a function call |
+//! | thought signatures | sent back as `thoughtSignature` on the same part they came on: a text part (also an empty one) or a function call; for models after Gemini 2, the first function call of a model content of the current turn that has no signature of Gemini's own (another provider's calls, after a fallback or a resume) gets Google's documented `skip_thought_signature_validator`, since Gemini 3 refuses unsigned calls there |
 //! | thinking | not sent: Gemini needs no thought summaries back, and a thinking part's signature may be another provider's |
 //! | [`ToolDefinition`](crate::llm::ToolDefinition) | `functionDeclarations`, with the JSON Schema reduced to the subset Gemini accepts (see below) |
 //! | tool choice | `toolConfig.functionCallingConfig.mode` `AUTO` / `NONE` / `ANY` (+ `allowedFunctionNames` for a named tool) |

@@ -144,6 +144,9 @@ pub(super) fn request_body(request: &Request) -> Result<Vec<u8>> {
             _ => contents.push(Content { role, parts }),
         }
     }
+    if !request.model.contains("gemini-1") && !request.model.contains("gemini-2") {
+        mark_unsigned_calls(&mut contents);
+    }
 
     let declarations: Vec<FunctionDeclaration<'_>> = request
         .tools
@@ -195,6 +198,29 @@ pub(super) fn request_body(request: &Request) -> Result<Vec<u8>> {
         generation_config: (!empty_generation).then_some(generation),
     };
     serialize_with_options(&body, request.options_for(ID))
+}
+
+/// The `thoughtSignature` Google documents for a function call that has none of Gemini's
+/// own: it tells the API to skip checking it.
+const UNSIGNED_CALL: &str = "skip_thought_signature_validator";
+
+/// Gemini 3 refuses a function call of the current turn (after the last user text) without
+/// a thought signature. Calls another provider made — before a fallback to Gemini, or in a
+/// resumed session — carry none: the first call of each such model content gets Google's
+/// placeholder instead. Contents with a signature of Gemini's own are left as they came.
+fn mark_unsigned_calls(contents: &mut [Content<'_>]) {
+    let turn_start = contents
+        .iter()
+        .rposition(|c| c.role == "user" && c.parts.iter().any(|p| p.text.is_some()))
+        .map_or(0, |index| index + 1);
+    for content in &mut contents[turn_start..] {
+        if content.role != "model" || content.parts.iter().any(|p| p.thought_signature.is_some()) {
+            continue;
+        }
+        if let Some(call) = content.parts.iter_mut().find(|p| p.function_call.is_some()) {
+            call.thought_signature = Some(UNSIGNED_CALL);
+        }
+    }
 }
 
 fn parts_of<'a>(

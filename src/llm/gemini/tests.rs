@@ -363,3 +363,54 @@ fn parts_of_unknown_kinds_are_skipped() {
     assert_eq!(response.text(), "2");
     assert_eq!(response.message.content.len(), 1);
 }
+
+#[test]
+fn another_providers_calls_of_the_current_turn_get_the_documented_placeholder_signature() {
+    let call = |id: &str| ToolCall::new(id, "read", json!({"p": 1}));
+    let assistant = |calls: Vec<ToolCall>| Message {
+        content: calls.into_iter().map(ContentPart::ToolCall).collect(),
+        ..Message::assistant("")
+    };
+    let result = |c: &ToolCall| Message::tool_result(ToolResult::for_call(c, "ok", false));
+    let (old, a, b) = (call("c0"), call("c1"), call("c2"));
+    let mut own = call("c3");
+    own.signature = Some("Z2VtaW5p".into());
+    let messages = vec![
+        Message::user("earlier task"),
+        assistant(vec![old.clone()]),
+        result(&old),
+        Message::user("the task"),
+        // Another provider's parallel calls, then Gemini's own signed call.
+        assistant(vec![a.clone(), b.clone()]),
+        result(&a),
+        result(&b),
+        assistant(vec![own.clone()]),
+        result(&own),
+    ];
+    let sent = body_of(&Request::new("gemini-3-pro-preview", messages.clone()));
+    let signature = |content: usize, part: usize| {
+        sent["contents"][content]["parts"][part]["thoughtSignature"].clone()
+    };
+    assert_eq!(
+        signature(1, 0),
+        Value::Null,
+        "a call of an earlier turn is left alone"
+    );
+    // Contents 2 (the first result and "the task", one user content) and 4 are user ones.
+    assert_eq!(signature(3, 0), json!("skip_thought_signature_validator"));
+    assert_eq!(
+        signature(3, 1),
+        Value::Null,
+        "only the first of parallel calls"
+    );
+    assert_eq!(
+        signature(5, 0),
+        json!("Z2VtaW5p"),
+        "Gemini's own signature stays"
+    );
+    let older = body_of(&Request::new("gemini-2.5-pro", messages));
+    assert_eq!(
+        older["contents"][3]["parts"][0]["thoughtSignature"],
+        Value::Null
+    );
+}

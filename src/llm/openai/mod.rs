@@ -21,6 +21,7 @@
 //! | `reasoning_effort` | `reasoning: {effort, summary: "auto"}` |
 //! | `max_tokens` | `max_output_tokens` |
 //! | `stop_sequences` | not supported by the Responses API; not sent |
+//! | `cache_key` | `prompt_cache_key` (which requests share a prompt prefix) |
 //! | `provider_options.openai` | merged into the body last (objects merge key by key) |
 //!
 //! Streaming: `response.created` starts the stream; output items become text, reasoning and

@@ -35,6 +35,8 @@ struct Body<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "<[&str]>::is_empty")]
     include: &'static [&'static str],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -203,6 +205,7 @@ pub(super) fn request_body(request: &Request, provider_id: &str) -> Result<Vec<u
         } else {
             &[]
         },
+        prompt_cache_key: request.cache_key.as_deref(),
     };
     serialize_with_options(&body, request.options_for(provider_id))
 }

@@ -414,6 +414,7 @@ fn usage_from(usage: WireUsage) -> Usage {
         reasoning_tokens: usage.output_tokens_details.and_then(|d| d.reasoning_tokens),
         cache_read_tokens: usage.input_tokens_details.and_then(|d| d.cached_tokens),
         cache_write_tokens: None,
+        cache_write_1h_tokens: None,
     }
 }
 

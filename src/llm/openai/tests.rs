@@ -268,3 +268,11 @@ fn debug_never_shows_the_key() {
     assert!(!shown.contains(key), "{shown}");
     assert!(shown.contains("[REDACTED]"));
 }
+
+#[test]
+fn the_cache_key_is_the_prompt_cache_key() {
+    let mut request = Request::new("gpt-5", vec![Message::user("hi")]);
+    assert!(body_of(&request).get("prompt_cache_key").is_none());
+    request.cache_key = Some("session-1".into());
+    assert_eq!(body_of(&request)["prompt_cache_key"], "session-1");
+}

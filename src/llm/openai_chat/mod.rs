@@ -16,6 +16,7 @@
 //! | `reasoning_effort` | top-level `reasoning_effort`, only when set |
 //! | `max_tokens` | `max_completion_tokens` for `api.openai.com` (OpenAI rejects `max_tokens` for reasoning models), `max_tokens` elsewhere (what older compatible servers know) |
 //! | `stop_sequences` | `stop` |
+//! | `cache_key` | `prompt_cache_key`, for `api.openai.com` only |
 //! | `provider_options[<provider id>]` | merged into the body last |
 //!
 //! Every request asks for `stream_options: {include_usage: true}`, so usage arrives in a
@@ -267,6 +268,8 @@ struct Body<'a> {
     stop: &'a [String],
     stream: bool,
     stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -403,6 +406,8 @@ fn request_body(request: &Request, provider_id: &str, openai_host: bool) -> Resu
         stream_options: StreamOptions {
             include_usage: true,
         },
+        // Only OpenAI's own API is known to take it; compatible servers differ.
+        prompt_cache_key: request.cache_key.as_deref().filter(|_| openai_host),
     };
     serialize_with_options(&body, request.options_for(provider_id))
 }

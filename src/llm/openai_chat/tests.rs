@@ -369,3 +369,16 @@ fn new_talks_to_openai_with_the_key_and_compatible_to_the_given_server() {
         .unwrap();
     assert_eq!(groq.url, "https://api.groq.com/openai/v1/chat/completions");
 }
+
+#[test]
+fn the_prompt_cache_key_goes_to_openais_own_api_only() {
+    let mut request = Request::new("gpt-5", vec![Message::user("hi")]);
+    request.cache_key = Some("session-1".into());
+    let openai = body_of(&OpenAiChat::new("sk-test"), &request);
+    assert_eq!(openai["prompt_cache_key"], "session-1");
+    let local = body_of(
+        &OpenAiChat::compatible("http://127.0.0.1:8080/v1"),
+        &request,
+    );
+    assert!(local.get("prompt_cache_key").is_none(), "{local}");
+}

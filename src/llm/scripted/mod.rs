@@ -192,7 +192,6 @@ impl ScriptedTurn {
 type Dynamic = dyn Fn(&Request) -> ScriptedTurn + Send + Sync;
 
 struct Inner {
-    id: String,
     turns: Mutex<VecDeque<ScriptedTurn>>,
     dynamic: Option<Arc<Dynamic>>,
     requests: Mutex<Vec<Request>>,
@@ -217,12 +216,14 @@ struct Inner {
 #[derive(Clone)]
 pub struct ScriptedModel {
     inner: Arc<Inner>,
+    /// The provider id it answers under (its script's own, or an alias's).
+    id: Arc<str>,
 }
 
 impl fmt::Debug for ScriptedModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ScriptedModel")
-            .field("id", &self.inner.id)
+            .field("id", &self.id)
             .field("remaining_turns", &lock(&self.inner.turns).len())
             .field("dynamic", &self.inner.dynamic.is_some())
             .field("requests", &lock(&self.inner.requests).len())
@@ -244,8 +245,8 @@ impl ScriptedModel {
 
     fn build(id: &str, turns: Vec<ScriptedTurn>, dynamic: Option<Arc<Dynamic>>) -> Self {
         ScriptedModel {
+            id: Arc::from(id),
             inner: Arc::new(Inner {
-                id: id.to_string(),
                 turns: Mutex::new(turns.into()),
                 dynamic,
                 requests: Mutex::new(Vec::new()),
@@ -266,24 +267,27 @@ impl ScriptedModel {
         let mut turns = VecDeque::with_capacity(steps.len());
         let mut expected = VecDeque::with_capacity(steps.len());
         for (index, step) in steps.into_iter().enumerate() {
+            let failure = step.failure.unwrap_or(ErrorKind::Server);
             turns.push_back(step.answer.unwrap_or_else(|| {
+                // Final: the recorded call already spent its retries.
                 ScriptedTurn::error(
                     Error::new(
-                        ErrorKind::Server,
+                        failure,
                         format!(
                             "the recorded model call {} got no answer (it failed or was \
                              cut short when it was recorded)",
                             index + 1
                         ),
                     )
-                    .with_provider(id),
+                    .with_provider(id)
+                    .marked_final(),
                 )
             }));
             expected.push_back(step.request);
         }
         ScriptedModel {
+            id: Arc::from(id),
             inner: Arc::new(Inner {
-                id: id.to_string(),
                 turns: Mutex::new(turns),
                 dynamic: None,
                 requests: Mutex::new(Vec::new()),
@@ -299,6 +303,17 @@ impl ScriptedModel {
     pub fn with_id(self, id: impl Into<String>) -> ScriptedModel {
         let turns = std::mem::take(&mut *lock(&self.inner.turns));
         ScriptedModel::build(&id.into(), turns.into(), self.inner.dynamic.clone())
+    }
+
+    /// The same model answering under another provider id as well: the clone shares the
+    /// script, the replay and the recorded requests (so a replay of a session that fell
+    /// back from one provider to another is served by one script, in order). Register
+    /// both with the client.
+    pub fn alias(&self, id: impl Into<String>) -> ScriptedModel {
+        ScriptedModel {
+            inner: self.inner.clone(),
+            id: Arc::from(id.into()),
+        }
     }
 
     /// Appends a turn to the script.
@@ -331,14 +346,14 @@ impl ScriptedModel {
                 ErrorKind::Configuration,
                 "the scripted model has no more turns",
             )
-            .with_provider(self.inner.id.clone())),
+            .with_provider(self.id.to_string())),
         }
     }
 }
 
 impl Provider for ScriptedModel {
     fn id(&self) -> &str {
-        &self.inner.id
+        &self.id
     }
 
     fn open(
@@ -352,10 +367,10 @@ impl Provider for ScriptedModel {
             requests.len()
         };
         if cancel.is_cancelled() {
-            return Err(aborted(&self.inner.id));
+            return Err(aborted(&self.id));
         }
         let checked = match &self.inner.replay {
-            Some(replay) => replay.check(request, number, &self.inner.id),
+            Some(replay) => replay.check(request, number, &self.id),
             None => Ok(()),
         };
         let mut turn = self.next_turn(request)?;
@@ -380,9 +395,9 @@ impl Provider for ScriptedModel {
             .flat_map(|m| &m.content)
             .map(part_chars)
             .sum();
-        let events = plan(&self.inner.id, &request.model, turn, request_chars);
+        let events = plan(&self.id, &request.model, turn, request_chars);
         Ok(Box::new(ScriptedStream {
-            provider: self.inner.id.clone(),
+            provider: self.id.to_string(),
             events: events.events.into(),
             delay: events.delay,
             failure: events.failure,

@@ -22,8 +22,8 @@ use crate::sync::lock;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReplayMode {
     /// Each request must equal the recorded one — system prompt, tool definitions,
-    /// settings and every message — except for the output text (and image) of tool
-    /// results, which may differ: tool outputs carry timings and details of the machine
+    /// settings and every message — except for the prompt-cache key (the recording
+    /// session's id) and the output text (and image) of tool results, which may differ: tool outputs carry timings and details of the machine
     /// (`duration: 16 ms`), and what the tools did is checked by their effects. Tool
     /// results must still answer the same calls, by the same tools, with the same error
     /// flag.
@@ -61,6 +61,8 @@ impl ExpectedRequest {
 pub(crate) struct ReplayStep {
     pub(crate) request: Option<ExpectedRequest>,
     pub(crate) answer: Option<ScriptedTurn>,
+    /// How the recorded call failed, when it got no answer and the kind was recorded.
+    pub(crate) failure: Option<ErrorKind>,
 }
 
 pub(crate) struct Replay {
@@ -119,6 +121,10 @@ impl Replay {
         };
         let mut recorded = expected.rebuild(&self.history);
         let mut received = request.clone();
+        // The prompt-cache key is the recording session's id, and a replay is another
+        // session: it names the cache, not what was asked.
+        recorded.cache_key = None;
+        received.cache_key = None;
         if self.mode == ReplayMode::Strict {
             without_tool_outputs(&mut recorded);
             without_tool_outputs(&mut received);

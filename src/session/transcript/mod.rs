@@ -26,6 +26,7 @@
 //! | `request` | `turns`; `request` when it changed | before each model call |
 //! | `event` | `event`: one [`SessionEvent`] in its JSON form | every event, when [`SessionConfig::transcript_events`](super::SessionConfig::transcript_events) is on |
 //! | `compaction` | `reason` (`threshold`, `overflow`, `manual`), `history` (the whole compacted history: kept user messages, the summary turn, the recent turns), `request` and `answer` (the compaction request and the model's raw answer, when the model wrote the summary) | each time the history is compacted |
+//! | `fallback` | `from_provider`, `from_model`, `to_provider`, `to_model`, `error_kind`, `message` (as in the `model_fallback` event) | each time a model failed and the next of [`SessionConfig::fallback_models`](super::SessionConfig::fallback_models) took over; it follows the `request` record of the call that failed |
 //!
 //! A `request` record says what the model was asked. Its messages are the leading system
 //! message(s) stored in `request` followed by the messages of the first `turns` history
@@ -145,6 +146,10 @@ enum RecordIn {
         #[serde(default)]
         answer: Option<String>,
     },
+    Fallback {
+        #[serde(default)]
+        error_kind: String,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -173,6 +178,14 @@ enum RecordOut<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         answer: Option<&'a str>,
     },
+    Fallback {
+        from_provider: &'a str,
+        from_model: &'a str,
+        to_provider: &'a str,
+        to_model: &'a str,
+        error_kind: &'a str,
+        message: &'a str,
+    },
 }
 
 /// A `request` record with its settings resolved.
@@ -186,6 +199,8 @@ pub(crate) struct RequestRecord {
     pub(crate) turns: usize,
     /// The request with only its leading (system) messages.
     pub(crate) settings: Arc<Request>,
+    /// How the call failed, when a `fallback` record followed it.
+    pub(crate) failure: Option<ErrorKind>,
 }
 
 /// A transcript read back: the headers, the history, the requests and the events.
@@ -446,6 +461,7 @@ impl Builder {
                     start: self.epoch_start,
                     turns: self.epoch_start + turns,
                     settings,
+                    failure: None,
                 });
             }
             RecordIn::Compaction {
@@ -469,6 +485,15 @@ impl Builder {
                     "line {number}: skipped an event that did not decode: {err}"
                 )),
             },
+            RecordIn::Fallback { error_kind } => {
+                if let Some(failed) = self.requests.last_mut() {
+                    failed.failure = Some(match error_kind.as_str() {
+                        "rate_limited" => ErrorKind::RateLimited,
+                        "quota" => ErrorKind::Quota,
+                        _ => ErrorKind::Server,
+                    });
+                }
+            }
             RecordIn::Unknown => self.warnings.push(format!(
                 "line {number}: skipped a record of an unknown type"
             )),

@@ -25,6 +25,8 @@ pub(crate) struct Resumed {
     pub(crate) writer: Arc<TranscriptWriter>,
     /// `WARNING` events (code `"transcript"`) to emit after `SESSION_START`.
     pub(crate) warnings: Vec<String>,
+    /// The id of the session that started the transcript.
+    pub(crate) first_session_id: String,
 }
 
 /// Reads the transcript at `source` for a new session `id` continuing it: its history, with
@@ -107,6 +109,7 @@ pub(crate) fn resume(
         history,
         writer,
         warnings,
+        first_session_id: recorded.header().session_id.clone(),
     })
 }
 

@@ -16,7 +16,12 @@ impl ScriptedModel {
     ///
     /// Each answer streams exactly the recorded parts (text, thinking with its signature,
     /// tool calls with their ids), finish reason and usage. A recorded model call that got
-    /// no answer (it failed or was interrupted) is answered with a server error.
+    /// no answer (it failed or was interrupted) is answered with an error that is never
+    /// retried (the recording spent the retries): of the recorded kind when a model
+    /// fallback followed it, so a session with the same fallback chain falls back again,
+    /// else a server error. The replay answers under the transcript's profile id; for a
+    /// session that fell back to another provider, register
+    /// [`alias`](ScriptedModel::alias)es under the other ids too.
     ///
     /// In [`ReplayMode::Strict`] each request must equal the recorded one — system prompt,
     /// tools, settings and messages, with tool outputs free to differ — and in
@@ -82,7 +87,10 @@ impl ScriptedModel {
         // Requests in order; each answered by the assistant turn right after its turns.
         let mut pending: Vec<(usize, ReplayStep)> = Vec::new();
         for record in transcript.request_records() {
-            let answer = answer_at(record.turns).filter(|&i| !claimed[i]);
+            // A call that failed and handed over to a fallback model got no answer: the
+            // next request (the next model's) gets the turn after it.
+            let answer =
+                answer_at(record.turns).filter(|&i| !claimed[i] && record.failure.is_none());
             if let Some(index) = answer {
                 claimed[index] = true;
             }
@@ -96,6 +104,7 @@ impl ScriptedModel {
                 ReplayStep {
                     request: Some(expected),
                     answer: answer.map(|index| scripted_answer(turns, index)),
+                    failure: record.failure,
                 },
             ));
         }
@@ -111,6 +120,7 @@ impl ScriptedModel {
                             history_messages: 0,
                         }),
                         answer: Some(ScriptedTurn::text(answer.clone())),
+                        failure: None,
                     },
                 ));
             }
@@ -123,6 +133,7 @@ impl ScriptedModel {
                     ReplayStep {
                         request: None,
                         answer: Some(scripted_answer(turns, index)),
+                        failure: None,
                     },
                 ));
             }

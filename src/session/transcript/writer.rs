@@ -13,7 +13,7 @@ use super::{RecordOut, Transcript, TranscriptHeader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::Request;
 use crate::session::compaction::CompactionReason;
-use crate::session::events::SessionEvent;
+use crate::session::events::{EventKind, SessionEvent};
 use crate::session::history::{History, Turn};
 use crate::sync::lock;
 
@@ -168,6 +168,30 @@ impl TranscriptWriter {
         })
     }
 
+    /// Records that a model failed and the next took over (`event` is the
+    /// `MODEL_FALLBACK` event). `Some(message)` on the first failed write.
+    pub(crate) fn fallback(&self, event: &EventKind) -> Option<String> {
+        let EventKind::ModelFallback {
+            from_provider,
+            from_model,
+            to_provider,
+            to_model,
+            error_kind,
+            message,
+        } = event
+        else {
+            return None;
+        };
+        self.write(&RecordOut::Fallback {
+            from_provider,
+            from_model,
+            to_provider,
+            to_model,
+            error_kind,
+            message,
+        })
+    }
+
     /// Records an event. `Some(message)` on the first failed write.
     pub(crate) fn event(&self, event: &SessionEvent) -> Option<String> {
         self.write(&RecordOut::Event { event })
@@ -260,6 +284,8 @@ fn settings_of(request: &Request, lead: usize) -> Request {
         top_p,
         stop_sequences,
         provider_options,
+        cache_key,
+        cache_ttl_secs,
     } = request;
     Request {
         model: model.clone(),
@@ -273,6 +299,8 @@ fn settings_of(request: &Request, lead: usize) -> Request {
         top_p: *top_p,
         stop_sequences: stop_sequences.clone(),
         provider_options: provider_options.clone(),
+        cache_key: cache_key.clone(),
+        cache_ttl_secs: *cache_ttl_secs,
     }
 }
 
@@ -290,6 +318,8 @@ fn same_settings(settings: &Request, request: &Request, lead: usize) -> bool {
         top_p,
         stop_sequences,
         provider_options,
+        cache_key,
+        cache_ttl_secs,
     } = request;
     settings.model == *model
         && settings.messages[..] == messages[..lead.min(messages.len())]
@@ -302,4 +332,6 @@ fn same_settings(settings: &Request, request: &Request, lead: usize) -> bool {
         && settings.top_p == *top_p
         && settings.stop_sequences == *stop_sequences
         && settings.provider_options == *provider_options
+        && settings.cache_key == *cache_key
+        && settings.cache_ttl_secs == *cache_ttl_secs
 }

@@ -3,12 +3,16 @@
 
 pub mod abort;
 pub mod blocked_tool;
+pub mod budget;
+pub mod cache;
 pub mod errors;
 pub mod events;
+pub mod fallback;
 pub mod hooks;
 pub mod http;
 pub mod shell;
 pub mod steering;
+pub mod structured;
 pub mod subagents;
 pub mod subagents_lifecycle;
 pub mod tool_rounds;

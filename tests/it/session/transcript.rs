@@ -622,10 +622,14 @@ fn a_loopback_recording_replays_in_strict_mode_with_the_same_tool_calls_and_file
     assert_eq!(tool_calls(&seen), recorded_calls, "the same tool calls");
     assert_eq!(tree(&work), recorded_files, "the same files on disk");
     // The recorded requests rebuild what the replay was sent: exactly before the first
-    // shell output, and up to the shell's `duration:` line after it.
+    // shell output, and up to the shell's `duration:` line after it — but for the
+    // prompt-cache key, which names each session (the replay is another session).
     let replayed = model.requests();
     for (index, request) in replayed.iter().enumerate() {
-        let recorded = transcript.request(index).unwrap();
+        let mut recorded = transcript.request(index).unwrap();
+        assert!(recorded.cache_key.is_some() && request.cache_key.is_some());
+        assert_ne!(recorded.cache_key, request.cache_key);
+        recorded.cache_key.clone_from(&request.cache_key);
         if index < 2 {
             assert_eq!(&recorded, request, "request {index}");
         }

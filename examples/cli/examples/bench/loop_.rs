@@ -100,14 +100,14 @@ fn unmarked_noop_tool() -> RegisteredTool {
     )
 }
 
-fn env() -> (tempfile::TempDir, Arc<dyn ExecutionEnvironment>) {
+pub(crate) fn env() -> (tempfile::TempDir, Arc<dyn ExecutionEnvironment>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let env = Arc::new(LocalExecutionEnvironment::new(dir.path()).unwrap());
     (dir, env)
 }
 
 /// Drains `events` on a named thread until SESSION_END; returns the handle to join.
-fn drain(events: Events) -> std::thread::JoinHandle<usize> {
+pub(crate) fn drain(events: Events) -> std::thread::JoinHandle<usize> {
     std::thread::Builder::new()
         .name("bench-events".into())
         .spawn(move || events.count())

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+mod budget;
 mod compaction;
 mod e2e;
 mod exec;
@@ -53,6 +54,7 @@ const SECTIONS: &[Section] = &[
     ("grep", grep::run),
     ("prompt", prompt::run),
     ("loop", loop_::run),
+    ("budget", budget::run),
     ("tools", tools::run),
     ("subagents", subagents::run),
     ("e2e", e2e::run),

@@ -5,6 +5,7 @@
 
 mod compaction;
 mod conformance;
+mod control;
 mod hardening;
 mod hooks;
 mod hostile_servers;
