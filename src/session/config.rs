@@ -14,7 +14,7 @@ use super::compaction::CompactionConfig;
 use super::hooks::Hooks;
 use crate::llm::ToolCall;
 use crate::llm::pricing::{Price, PriceTable};
-use crate::mcp::McpServer;
+use crate::mcp::{McpHost, McpServer};
 
 /// How a session behaves. Build with `SessionConfig::default()` and the `with_*` methods,
 /// or set the public fields.
@@ -92,6 +92,13 @@ pub struct SessionConfig {
     /// MCP servers whose tools the session offers (see [`mcp`](crate::mcp)). Started in
     /// parallel when the session starts; ended with it.
     pub mcp_servers: Vec<McpServer>,
+    /// What the MCP servers' questions go to: elicitations, the URL of a login (see
+    /// [`McpHost`]). `None` (the default): elicitations are declined and a server that
+    /// needs a login is reported as such.
+    pub mcp_host: Option<Arc<dyn McpHost>>,
+    /// Roots offered to MCP servers (`roots/list`) after the working directory, which is
+    /// always the first. Changed during a session with `Session::set_mcp_roots`.
+    pub mcp_roots: Vec<PathBuf>,
 }
 
 impl Default for SessionConfig {
@@ -116,6 +123,8 @@ impl Default for SessionConfig {
             transcript_events: false,
             compaction: CompactionConfig::default(),
             mcp_servers: Vec::new(),
+            mcp_host: None,
+            mcp_roots: Vec::new(),
         }
     }
 }
@@ -142,6 +151,8 @@ impl fmt::Debug for SessionConfig {
             .field("transcript_events", &self.transcript_events)
             .field("compaction", &self.compaction)
             .field("mcp_servers", &self.mcp_servers)
+            .field("mcp_host", &self.mcp_host.as_ref().map(|_| "host"))
+            .field("mcp_roots", &self.mcp_roots)
             .finish()
     }
 }
@@ -258,6 +269,13 @@ impl SessionConfig {
     /// Adds an MCP server (see [`mcp_servers`](Self::mcp_servers)).
     pub fn with_mcp_server(mut self, server: McpServer) -> SessionConfig {
         self.mcp_servers.push(server);
+        self
+    }
+
+    /// Sets the host that answers MCP servers' questions (see
+    /// [`mcp_host`](Self::mcp_host)).
+    pub fn with_mcp_host(mut self, host: Arc<dyn McpHost>) -> SessionConfig {
+        self.mcp_host = Some(host);
         self
     }
 

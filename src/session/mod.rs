@@ -94,6 +94,7 @@ mod hook_runner;
 mod hooks;
 mod input_events;
 mod loop_detection;
+mod mcp;
 mod subagents;
 mod tool_round;
 pub mod transcript;
@@ -160,7 +161,7 @@ pub struct Session {
     shared: Arc<Shared>,
     abort: CancelToken,
     worker: Mutex<Option<JoinHandle<()>>>,
-    mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    mcp: Option<mcp::SharedMcp>,
 }
 
 impl fmt::Debug for Session {
@@ -196,13 +197,14 @@ impl Session {
         client: Client,
         config: SessionConfig,
     ) -> Result<Session> {
-        Session::start(profile, env, client, config, 0, None)
+        Session::start(profile, env, client, config, 0, None, None)
     }
 
     /// [`new`](Self::new) for a session at subagent `depth` whose events go to `forward`
     /// (a subagent's parent) instead of its own stream. A subagent writes no transcript
     /// of its own: its events reach the parent's (recorded there with the parent's
-    /// events, when the parent records events).
+    /// events, when the parent records events). It uses the parent's MCP servers, `mcp`
+    /// (their connections are shared, no server is started again).
     pub(crate) fn start(
         profile: ProviderProfile,
         env: Arc<dyn ExecutionEnvironment>,
@@ -210,6 +212,7 @@ impl Session {
         config: SessionConfig,
         depth: usize,
         forward: Option<Forward>,
+        mcp: Option<mcp::SharedMcp>,
     ) -> Result<Session> {
         check_provider(&client, &profile)?;
         crate::exec::process::open_files::raise();
@@ -227,6 +230,7 @@ impl Session {
             history: History::new(),
             transcript,
             warnings: Vec::new(),
+            mcp,
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -278,6 +282,7 @@ impl Session {
             history: resumed.history,
             transcript: Some(resumed.writer),
             warnings: resumed.warnings,
+            mcp: None,
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -309,7 +314,10 @@ impl Session {
         let compaction = compaction_state(&config, &profile, &start.history);
         *lock(&shared.history) = start.history;
         let abort = CancelToken::new();
-        let mcp = start_mcp_servers(&config, start.depth, &abort);
+        // MCP servers start now, in parallel, off the host's thread (subagents share
+        // their parent's).
+        let mcp_owner = start.mcp.is_none();
+        let mcp = mcp::start(&config, env.working_directory(), start.mcp, &abort);
         let mut events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone())
             .forwarded_to(start.forward);
         if config.transcript_events {
@@ -317,8 +325,15 @@ impl Session {
                 events = events.with_transcript(writer.clone());
             }
         }
-        let subagents =
-            connect_subagents(&mut profile, &env, &client, &config, &events, start.depth);
+        let subagents = connect_subagents(
+            &mut profile,
+            &env,
+            &client,
+            &config,
+            &events,
+            start.depth,
+            mcp.clone(),
+        );
         let worker = Worker {
             compaction,
             short_id: short_id.clone(),
@@ -339,6 +354,8 @@ impl Session {
             startup_warnings: start.warnings,
             totals: Default::default(),
             mcp: mcp.clone(),
+            mcp_owner,
+            mcp_registered: Default::default(),
         };
         let handle = spawn_worker(&short_id, worker)?;
         Ok(Session {
@@ -392,15 +409,6 @@ impl Session {
              first before creating another"
         );
         Events::new(self.events.clone(), self.listeners.clone())
-    }
-
-    /// The configured MCP servers: each one's state and tool count. Waits for the servers
-    /// still starting (each at most its startup timeout).
-    pub fn mcp_servers(&self) -> Vec<crate::mcp::McpServerStatus> {
-        match &self.mcp {
-            Some(mcp) => lock(mcp).statuses(),
-            None => Vec::new(),
-        }
     }
 
     /// Queues `input` for processing; returns at once.
@@ -568,6 +576,8 @@ struct Start {
     transcript: Option<Arc<TranscriptWriter>>,
     /// `WARNING` events (code `"transcript"`) to emit after `SESSION_START`.
     warnings: Vec<String>,
+    /// For a subagent: the parent's MCP servers.
+    mcp: Option<mcp::SharedMcp>,
 }
 
 /// Fails with a configuration error if no provider of `client` answers `profile`'s id.
@@ -577,21 +587,6 @@ fn check_provider(client: &Client, profile: &ProviderProfile) -> Result<()> {
         ..Request::default()
     };
     client.provider_for(&probe).map(|_| ())
-}
-
-/// The MCP servers of a host's session, starting now, in parallel, off the host's thread
-/// (a subagent gets none: `depth` > 0).
-fn start_mcp_servers(
-    config: &SessionConfig,
-    depth: usize,
-    abort: &CancelToken,
-) -> Option<Arc<Mutex<crate::mcp::server::McpServers>>> {
-    (depth == 0 && !config.mcp_servers.is_empty()).then(|| {
-        Arc::new(Mutex::new(crate::mcp::server::McpServers::start(
-            &config.mcp_servers,
-            abort,
-        )))
-    })
 }
 
 /// This session's children. The profile's subagent tools are connected to them (or removed
@@ -605,6 +600,7 @@ fn connect_subagents(
     config: &SessionConfig,
     events: &EventSink,
     depth: usize,
+    mcp: Option<mcp::SharedMcp>,
 ) -> Arc<Subagents> {
     Arc::new_cyclic(|weak| {
         subagents::register(&mut profile.tool_registry, weak.clone(), depth, config);
@@ -615,6 +611,7 @@ fn connect_subagents(
             config.clone(),
             events.clone(),
             depth,
+            mcp,
         )
     })
 }

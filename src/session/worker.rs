@@ -118,8 +118,13 @@ pub(crate) struct Worker {
     pub(crate) startup_warnings: Vec<String>,
     /// Usage and cost of every model call so far (for `SESSION_END`).
     pub(crate) totals: Totals,
-    /// The session's MCP servers, registered into the tool registry before each input.
-    pub(crate) mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    /// The session's MCP servers (for a subagent, its parent's), registered into the
+    /// tool registry before each input and again when their tools change.
+    pub(crate) mcp: Option<super::mcp::SharedMcp>,
+    /// Whether this session started the servers (and ends them).
+    pub(crate) mcp_owner: bool,
+    /// What of the servers' tools this session's registry holds.
+    pub(crate) mcp_registered: crate::mcp::Registered,
 }
 
 impl Worker {
@@ -275,13 +280,29 @@ impl Worker {
     /// registers their tools, re-lists changed ones, warns about failed ones.
     fn prepare_mcp(&mut self) {
         let Some(mcp) = &self.mcp else { return };
-        let warnings = lock(mcp).prepare(&mut self.profile.tool_registry);
+        let warnings =
+            lock(mcp).prepare_into(&mut self.profile.tool_registry, &mut self.mcp_registered);
         for message in warnings {
             self.events.emit(EventKind::Warning {
                 message,
                 code: "mcp".to_string(),
             });
         }
+    }
+
+    /// Before a model call: when an MCP server's tools changed, registers the new list and
+    /// puts it in `request`, with the system prompt made again (it may name the tools).
+    fn mcp_tools_changed(&mut self, request: &mut Request, system_prompt: &mut String) {
+        let Some(mcp) = &self.mcp else { return };
+        if !lock(mcp).tools_changed(&self.mcp_registered) {
+            return;
+        }
+        self.prepare_mcp();
+        let tools = self.profile.tools();
+        *system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
+        self.compaction.account.set_fixed(system_prompt, &tools);
+        request.tool_choice = (!tools.is_empty()).then_some(ToolChoice::Auto);
+        request.tools = tools;
     }
 
     fn push_turn(&mut self, turn: Turn) {
@@ -325,10 +346,10 @@ impl Worker {
         self.events.emit(EventKind::UserInput { content: text });
         self.drain_steering();
 
-        // Same bytes on every round of this input: the cacheable prefix.
+        // Same bytes on every round (the cacheable prefix) unless MCP tools change.
         self.prepare_mcp();
         let tools = self.profile.tools();
-        let system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
+        let mut system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
         self.compaction.account.set_fixed(&system_prompt, &tools);
         let mut request = self.build_request(tools); // once per input; rounds refill it
         self.compaction.this_input = 0;
@@ -363,7 +384,7 @@ impl Worker {
                 break self.cancelled_stop();
             }
             self.check_context_usage();
-            self.refresh_request(&mut request, &system_prompt);
+            self.refresh_request(&mut request, &mut system_prompt);
             self.record_request(&request);
             let history_at_request = self.compaction.account.history_tokens();
             let response = match self.stream_round(&request, &cancel) {
@@ -588,12 +609,16 @@ impl Worker {
     }
 
     /// Fills `request` for the next model call: the system prompt and the whole history,
-    /// the reasoning effort and provider options as they are now.
-    fn refresh_request(&self, request: &mut Request, system_prompt: &str) {
+    /// the reasoning effort and provider options as they are now, and the tools again when
+    /// an MCP server's changed.
+    fn refresh_request(&mut self, request: &mut Request, system_prompt: &mut String) {
+        self.mcp_tools_changed(request, system_prompt);
         let history = lock(&self.shared.history);
         request.messages.clear();
         request.messages.reserve(history.len() + 1);
-        request.messages.push(Message::system(system_prompt));
+        request
+            .messages
+            .push(Message::system(system_prompt.as_str()));
         request.messages.extend(history.to_messages());
         drop(history);
         request.reasoning_effort = lock(&self.shared.reasoning_effort).clone();
@@ -705,7 +730,7 @@ impl Worker {
         self.abort.cancel();
         // Step 6: close every subagent (each one's SESSION_END precedes ours).
         self.subagents.close_all();
-        if let Some(mcp) = &self.mcp {
+        if let Some(mcp) = self.mcp.as_ref().filter(|_| self.mcp_owner) {
             lock(mcp).shutdown();
         }
         if let Err(err) = self.env.cleanup() {
