@@ -87,6 +87,8 @@ struct State {
     lifetime: Duration,
     /// `/mcp` answers without a token (the unauthenticated baseline of the bench).
     open: bool,
+    /// Revoke every token once a request with this method has been answered.
+    revoke_after: Option<String>,
     /// What `expires_in` says.
     advertised: u64,
 }
@@ -155,6 +157,12 @@ impl AuthServer {
             entry.1 = true;
         }
         state.access.clear();
+    }
+
+    /// Revokes every token once `/mcp` has answered a request for `method`: a login
+    /// that dies in the middle of a session.
+    pub fn revoke_after(&self, method: &str) {
+        self.state.lock().unwrap().revoke_after = Some(method.to_string());
     }
 
     /// Stops accepting every access token issued so far (refresh tokens stay good).
@@ -445,6 +453,16 @@ fn mcp(request: &Logged, base: &str, state: &Mutex<State>) -> Answer {
     }
     let message: Value = serde_json::from_str(&request.body).unwrap_or_default();
     let id = message["id"].clone();
+    {
+        let mut state = state.lock().unwrap();
+        if state.revoke_after.as_deref() == message["method"].as_str() {
+            state.revoke_after = None;
+            for entry in state.refresh.values_mut() {
+                entry.1 = true;
+            }
+            state.access.clear();
+        }
+    }
     let result = match message["method"].as_str().unwrap_or("") {
         "initialize" => json!({"protocolVersion": message["params"]["protocolVersion"],
                                "capabilities": {"tools": {}},
