@@ -5,8 +5,9 @@
 //! expiry, revocation) and `/mcp`, which answers 401 with `WWW-Authenticate` until it gets
 //! a valid token for itself. Also [`Browser`], a host that plays the user's browser.
 //!
-//! One thread serves connections one at a time (`connection: close`); every request is
-//! logged for the tests' assertions.
+//! One thread serves connections one at a time (`connection: close`), blocked in `accept`
+//! between them (its drop wakes it with a connection); every request is logged for the
+//! tests' assertions.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -111,7 +112,6 @@ impl AuthServer {
 
     pub fn start() -> AuthServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
         let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
         let state = Arc::new(Mutex::new(State {
             lifetime: Duration::from_secs(3600),
@@ -191,6 +191,8 @@ impl AuthServer {
 impl Drop for AuthServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        // The accept blocks: one connection wakes it to see the stop.
+        let _ = TcpStream::connect(self.base.trim_start_matches("http://"));
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -199,9 +201,10 @@ impl Drop for AuthServer {
 
 fn serve(listener: TcpListener, base: &str, state: &Mutex<State>, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
-        match listener.accept() {
-            Ok((stream, _)) => handle(stream, base, state),
-            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        if let Ok((stream, _)) = listener.accept() {
+            if !stop.load(Ordering::SeqCst) {
+                handle(stream, base, state);
+            }
         }
     }
 }
