@@ -24,6 +24,34 @@ use crate::cancel::CancelToken;
 /// The methods are called from the library's own threads and must return promptly
 /// (`elicit` when its `cancel` fires): an editor forwards the question over its protocol
 /// and waits for the answer; a terminal asks the user.
+///
+/// ```
+/// use std::sync::Arc;
+/// use agentloop::CancelToken;
+/// use agentloop::mcp::{Elicitation, ElicitationResponse, McpHost};
+/// use agentloop::session::SessionConfig;
+///
+/// struct Editor;
+///
+/// impl McpHost for Editor {
+///     fn elicit(&self, request: &Elicitation, _cancel: &CancelToken) -> ElicitationResponse {
+///         // Show `request.message` with a form for `request.schema` (or the page
+///         // `request.url`), then answer with what the user chose.
+///         match &request.schema {
+///             Some(_) => ElicitationResponse::Accept(Default::default()),
+///             None => ElicitationResponse::Decline,
+///         }
+///     }
+///
+///     fn open_url(&self, _server: &str, _url: &str) -> bool {
+///         // Ask the editor to open the login page; the library waits for the redirect.
+///         true
+///     }
+/// }
+///
+/// let config = SessionConfig::default().with_mcp_host(Arc::new(Editor));
+/// assert!(config.mcp_host.is_some());
+/// ```
 pub trait McpHost: Send + Sync {
     /// A server asks the user for input (`elicitation/create`): a form (`schema`) or a URL
     /// to open (`url`). The answer goes back to the server; fields the user left out of
