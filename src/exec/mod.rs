@@ -23,6 +23,9 @@ mod local;
 // unsafe: killpg, waitpid, pipes, pidfds, ppoll, rlimits and the clone are raw syscalls.
 #[allow(unsafe_code)]
 pub(crate) mod process;
+// unsafe: getrandom(2) is a raw syscall writing into the caller's buffer.
+#[allow(unsafe_code)]
+pub(crate) mod random;
 pub mod remote;
 mod sandbox;
 mod search;

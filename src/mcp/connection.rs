@@ -1,20 +1,22 @@
 //! One MCP connection: JSON-RPC 2.0 requests multiplexed by id over a transport, the
 //! two protocol eras (the `2026-07-28` `server/discover` probe, then the `initialize`
-//! handshake of the earlier revisions), progress-reset timeouts and cancellation.
+//! handshake of the earlier revisions), progress-reset timeouts and cancellation, and the
+//! `2026-07-28` retry of a request whose result asks for input first.
 //!
 //! It never spawns a process or opens a socket itself (the transports in `stdio.rs` and
 //! `http.rs` do) and never blocks without a deadline or a cancel token to end the wait.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use serde_json::{Map, Value, json};
 
 use crate::cancel::CancelToken;
 
+use super::inbound::Inbound;
+use super::rpc::{Outbound, Reply, RpcFailure};
 use crate::sync::lock;
 
 /// The revision with `server/discover` and per-request `_meta` (no handshake).
@@ -25,164 +27,38 @@ pub(crate) const LEGACY_VERSIONS: [&str; 4] =
 /// The error code a `2026-07-28` server answers an unsupported revision with.
 pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
-/// Sends one JSON-RPC message to the server.
-pub(crate) trait Outbound: Send + Sync {
-    /// Sends `message`; `cancel`, when given, may end a send that blocks (HTTP).
-    fn send(&self, message: &Value, cancel: Option<&CancelToken>) -> Result<(), String>;
-    /// [`send`](Self::send) of a request whose answer may keep the server silent for at
-    /// most `timeout`: a transport whose send waits for the answer (HTTP) gives up then.
-    fn send_request(
-        &self,
-        message: &Value,
-        cancel: Option<&CancelToken>,
-        _timeout: Duration,
-    ) -> Result<(), String> {
-        self.send(message, cancel)
-    }
-    /// Stops the transport (ends the server process, closes sockets); idempotent.
-    fn shutdown(&self);
-    /// What the server said on stderr lately (stdio), for error messages.
-    fn stderr_tail(&self) -> String {
-        String::new()
-    }
-    /// The protocol revision to announce in transport headers (HTTP).
-    fn set_version(&self, _version: &str) {}
-}
-
-/// Why a request got no result.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum RpcFailure {
-    /// The server answered with a JSON-RPC error.
-    Error { code: i64, message: String },
-    /// No answer within the timeout (reset by progress).
-    Timeout(Duration),
-    /// The cancel token fired.
-    Cancelled,
-    /// The connection closed (the server exited, the stream broke).
-    Closed(String),
-    /// The request could not be sent.
-    Send(String),
-}
-
-impl std::fmt::Display for RpcFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RpcFailure::Error { code, message } => write!(f, "error {code}: {message}"),
-            RpcFailure::Timeout(t) => write!(f, "no answer within {} ms", t.as_millis()),
-            RpcFailure::Cancelled => write!(f, "cancelled"),
-            RpcFailure::Closed(why) => write!(f, "the connection closed: {why}"),
-            RpcFailure::Send(why) => write!(f, "could not send: {why}"),
-        }
-    }
-}
-
-type Reply = Result<Value, RpcFailure>;
-
-/// The side of a connection that handles what the server sends: responses (by id),
-/// progress notifications (by token), `list_changed`, and the server's own requests.
-#[derive(Default)]
-pub(crate) struct Inbound {
-    pending: Mutex<HashMap<u64, Sender<Reply>>>,
-    progress: Mutex<HashMap<u64, Sender<()>>>,
-    tools_changed: AtomicBool,
-    closed: Mutex<Option<String>>,
-}
-
-impl Inbound {
-    /// Handles one message from the server. Requests the client does not serve are
-    /// answered with "method not found" (`ping` with an empty result) through `out`.
-    pub(crate) fn dispatch(&self, message: Value, out: &dyn Outbound) {
-        let Value::Object(mut message) = message else {
-            return;
-        };
-        let method = message
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let id = message.remove("id");
-        match (method, id) {
-            (None, Some(id)) => {
-                let Some(id) = id.as_u64() else { return };
-                let reply = match message.remove("error") {
-                    Some(error) => Err(RpcFailure::Error {
-                        code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
-                        message: error
-                            .get("message")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                    }),
-                    None => Ok(message.remove("result").unwrap_or(Value::Null)),
-                };
-                if let Some(waiter) = lock(&self.pending).remove(&id) {
-                    let _ = waiter.send(reply);
-                }
-            }
-            (Some(method), Some(id)) => {
-                let answer = if method == "ping" {
-                    json!({"jsonrpc": "2.0", "id": id, "result": {}})
-                } else {
-                    json!({"jsonrpc": "2.0", "id": id,
-                           "error": {"code": -32601, "message": "Method not found"}})
-                };
-                let _ = out.send(&answer, None);
-            }
-            (Some(method), None) => match method.as_str() {
-                "notifications/progress" => {
-                    let token = message
-                        .get("params")
-                        .and_then(|p| p.get("progressToken"))
-                        .and_then(Value::as_u64);
-                    if let Some(token) = token {
-                        if let Some(bump) = lock(&self.progress).get(&token) {
-                            let _ = bump.try_send(());
-                        }
-                    }
-                }
-                "notifications/tools/list_changed" => {
-                    self.tools_changed.store(true, Ordering::SeqCst);
-                }
-                _ => {}
-            },
-            (None, None) => {}
-        }
-    }
-
-    /// The connection is gone: every waiting request fails with `why`.
-    pub(crate) fn close(&self, why: String) {
-        let mut closed = lock(&self.closed);
-        if closed.is_none() {
-            *closed = Some(why.clone());
-        }
-        drop(closed);
-        for (_, waiter) in lock(&self.pending).drain() {
-            let _ = waiter.send(Err(RpcFailure::Closed(why.clone())));
-        }
-    }
-
-    fn closed(&self) -> Option<String> {
-        lock(&self.closed).clone()
-    }
-}
-
 /// What the server told about itself when the connection was set up.
 #[derive(Debug, Clone)]
 pub(crate) struct ServerInfo {
     /// The revision in use.
     pub version: String,
+    /// The server's `capabilities` (`tools`, `resources`, `prompts`, …).
+    pub capabilities: Value,
 }
+
+impl ServerInfo {
+    /// Whether the server declared the capability `name`.
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.capabilities.get(name).is_some_and(|c| !c.is_null())
+    }
+}
+
+/// How many times one request is retried with the input its result asked for.
+const MAX_INPUT_ROUNDS: usize = 8;
 
 /// A live connection to one server.
 pub(crate) struct Connection {
-    out: Box<dyn Outbound>,
+    out: Arc<dyn Outbound>,
     inbound: Arc<Inbound>,
     next_id: AtomicU64,
     modern: AtomicBool,
 }
 
 impl Connection {
-    /// A connection over `out`, whose reader feeds `inbound`.
-    pub(crate) fn new(out: Box<dyn Outbound>, inbound: Arc<Inbound>) -> Connection {
+    /// A connection over `out`, whose reader feeds `inbound` (which answers the server's
+    /// requests through `out`).
+    pub(crate) fn new(out: Arc<dyn Outbound>, inbound: Arc<Inbound>) -> Connection {
+        inbound.set_responder(Arc::downgrade(&out));
         Connection {
             out,
             inbound,
@@ -198,8 +74,12 @@ impl Connection {
         deadline: Instant,
         cancel: &CancelToken,
     ) -> Result<ServerInfo, RpcFailure> {
-        let modern = ServerInfo {
+        let modern = |result: Option<&Value>| ServerInfo {
             version: MODERN_VERSION.to_string(),
+            capabilities: result
+                .and_then(|r| r.get("capabilities"))
+                .cloned()
+                .unwrap_or(Value::Null),
         };
         self.modern.store(true, Ordering::SeqCst);
         self.out.set_version(MODERN_VERSION);
@@ -207,6 +87,9 @@ impl Connection {
         // Most of the startup budget: a server that is merely slow to start (Python,
         // `npx`) answers the probe late, and one that answered it is committed to it.
         let probe_timeout = left * 2 / 3;
+        // A late answer is kept: it still tells the capabilities (`late_capabilities`).
+        let probe_id = self.next_id.load(Ordering::Relaxed);
+        self.inbound.keep_late.store(probe_id, Ordering::SeqCst);
         let probe = self.request("server/discover", json!({}), probe_timeout, cancel);
         match &probe {
             // A handshake-era server may answer any method with an empty result: only an
@@ -214,13 +97,15 @@ impl Connection {
             Ok(result) => {
                 let versions = result.get("supportedVersions").and_then(Value::as_array);
                 if versions.is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION)) {
-                    return Ok(modern);
+                    return Ok(modern(Some(result)));
                 }
             }
             Err(RpcFailure::Error { code, .. }) if *code == UNSUPPORTED_PROTOCOL_VERSION => {
-                return Ok(modern);
+                return Ok(modern(None));
             }
-            Err(RpcFailure::Cancelled | RpcFailure::Closed(_)) => return probe.map(|_| modern),
+            Err(RpcFailure::Cancelled | RpcFailure::Closed(_)) => {
+                return probe.map(|r| modern(Some(&r)));
+            }
             // Any other error, a timeout, or an HTTP server refusing the probe (400).
             Err(_) => {}
         }
@@ -229,7 +114,7 @@ impl Connection {
         let left = deadline.saturating_duration_since(Instant::now());
         let params = json!({
             "protocolVersion": LEGACY_VERSIONS[0],
-            "capabilities": {},
+            "capabilities": self.inbound.context().capabilities(),
             "clientInfo": client_info(),
         });
         let result = match self.request("initialize", params, left, cancel) {
@@ -239,7 +124,7 @@ impl Connection {
             Err(RpcFailure::Error { code, .. }) if code == UNSUPPORTED_PROTOCOL_VERSION => {
                 self.modern.store(true, Ordering::SeqCst);
                 self.out.set_version(MODERN_VERSION);
-                return Ok(modern);
+                return Ok(modern(None));
             }
             Err(other) => return Err(other),
         };
@@ -256,12 +141,83 @@ impl Connection {
         }
         self.out.set_version(&version);
         self.notify("notifications/initialized", json!({}))?;
-        Ok(ServerInfo { version })
+        Arc::clone(&self.out).listen();
+        Ok(ServerInfo {
+            version,
+            capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
+        })
     }
 
-    /// Whether the server sent `notifications/tools/list_changed` since the last call.
-    pub(crate) fn take_tools_changed(&self) -> bool {
-        self.inbound.tools_changed.swap(false, Ordering::SeqCst)
+    /// The capabilities from a `server/discover` answer that came after the probe timed
+    /// out, once it has come.
+    pub(crate) fn late_capabilities(&self) -> Option<Value> {
+        lock(&self.inbound.late)
+            .as_ref()
+            .and_then(|r| r.get("capabilities"))
+            .cloned()
+    }
+
+    /// Whether the server sent `notifications/<list>/list_changed` since the last look
+    /// (`list`: `"tools"`, `"resources"` or `"prompts"`); the flag is cleared.
+    pub(crate) fn take_changed(&self, list: &str) -> bool {
+        let flag = match list {
+            "tools" => &self.inbound.changed.tools,
+            "resources" => &self.inbound.changed.resources,
+            _ => &self.inbound.changed.prompts,
+        };
+        flag.swap(false, Ordering::SeqCst)
+    }
+
+    /// Whether the server said its tools changed, without clearing the flag.
+    pub(crate) fn tools_changed(&self) -> bool {
+        self.inbound.changed.tools.load(Ordering::SeqCst)
+    }
+
+    /// Sends `request` and, while its result asks for input first (`2026-07-28`
+    /// `input_required`: elicitations, roots), gathers that input from the client side
+    /// and retries with it (at most [`MAX_INPUT_ROUNDS`] times).
+    pub(crate) fn request_with_input(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: &CancelToken,
+    ) -> Result<Value, RpcFailure> {
+        let mut result = self.request(method, params.clone(), timeout, cancel)?;
+        for _ in 0..MAX_INPUT_ROUNDS {
+            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                return Ok(result);
+            }
+            let mut retry = params.clone();
+            let context = self.inbound.context();
+            let mut responses = Map::new();
+            let requests = result.get("inputRequests").and_then(Value::as_object);
+            for (key, input) in requests.into_iter().flatten().take(16) {
+                let method = input.get("method").and_then(Value::as_str).unwrap_or("");
+                let empty = json!({});
+                let params = input.get("params").unwrap_or(&empty);
+                let answer = context.answer(self.inbound.server(), method, params, cancel);
+                // A refused input (sampling, an invalid form) is left out: the server
+                // asks again or fails the request.
+                if let Ok(answer) = answer {
+                    responses.insert(key.clone(), answer);
+                }
+            }
+            if cancel.is_cancelled() {
+                return Err(RpcFailure::Cancelled);
+            }
+            if let Value::Object(retry) = &mut retry {
+                retry.insert("inputResponses".to_string(), Value::Object(responses));
+                if let Some(state) = result.get("requestState") {
+                    retry.insert("requestState".to_string(), state.clone());
+                }
+            }
+            result = self.request(method, retry, timeout, cancel)?;
+        }
+        Err(RpcFailure::Error {
+            code: -32603,
+            message: format!("the server asked for input more than {MAX_INPUT_ROUNDS} times"),
+        })
     }
 
     /// Whether the connection is closed.
@@ -363,7 +319,7 @@ impl Connection {
             );
             meta.insert(
                 "io.modelcontextprotocol/clientCapabilities".to_string(),
-                json!({}),
+                self.inbound.context().capabilities(),
             );
             meta.insert(
                 "io.modelcontextprotocol/clientInfo".to_string(),
@@ -373,11 +329,17 @@ impl Connection {
         meta
     }
 
-    /// Ends the transport (and the server).
+    /// Tells the server that the roots changed (it lists them again).
+    pub(crate) fn roots_changed(&self) {
+        let _ = self.notify("notifications/roots/list_changed", json!({}));
+    }
+
+    /// Ends the transport (and the server) and the thread answering its requests.
     pub(crate) fn shutdown(&self) {
         self.out.shutdown();
         self.inbound
             .close("the client shut the connection down".to_string());
+        self.inbound.stop_worker();
     }
 }
 

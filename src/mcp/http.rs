@@ -4,16 +4,22 @@
 //!
 //! The POST runs on the calling thread, so a request's answer (and the progress before it)
 //! is dispatched before the caller starts waiting. One ureq agent per POST, shut down when
-//! the caller's cancel token fires. It never follows redirects, never reads an unbounded
-//! body and never puts a header value in an error.
+//! the caller's cancel token fires. A server that answers 401 (or 403 for a missing scope)
+//! is answered by the server's [`Authorizer`] and the POST sent again with the new token,
+//! at most [`MAX_AUTH_RETRIES`] times. It never follows redirects, never reads an
+//! unbounded body and never puts a header value in an error.
 
 use std::io::Read;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::connection::{Connection, Inbound, Outbound};
+use super::connection::Connection;
+use super::host::ClientContext;
+use super::inbound::Inbound;
+use super::oauth::Authorizer;
+use super::rpc::Outbound;
 use crate::cancel::CancelToken;
 use crate::llm::sse;
 use crate::sync::lock;
@@ -23,6 +29,16 @@ const MAX_BODY: u64 = 64 * 1024 * 1024;
 
 /// How many times one SSE answer stream is resumed after it ended early.
 const MAX_RESUMES: usize = 5;
+
+/// How many times one message is sent again after an authorization.
+const MAX_AUTH_RETRIES: usize = 3;
+
+/// What one POST came to.
+enum Posted {
+    Done,
+    /// 401 or 403: the status, the challenge and the `Authorization` header that was sent.
+    Refused(u16, Option<String>, Option<String>),
+}
 
 /// How long a server may take to take a notification or a response (`202 Accepted` at
 /// once, as a rule): a server that holds them cannot hold a startup or a cancelled call
@@ -44,21 +60,40 @@ pub(crate) struct HttpTransport {
     version: Mutex<String>,
     read_timeout: Duration,
     connect_timeout: Duration,
-    inbound: std::sync::Arc<Inbound>,
+    inbound: Arc<Inbound>,
+    auth: Option<Arc<Authorizer>>,
+    /// The GET stream's thread and the agent to end it with.
+    listener: Mutex<Option<(ureq::Agent, std::thread::JoinHandle<()>)>>,
+    stopped: std::sync::atomic::AtomicBool,
 }
 
-/// A connection to the server at `url` (nothing is sent before the handshake).
-pub(crate) fn connect(url: &str, startup: Duration, call: Duration) -> Connection {
-    let inbound = std::sync::Arc::new(Inbound::default());
+/// How to reach one HTTP server.
+pub(crate) struct Target<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) url: &'a str,
+    pub(crate) startup: Duration,
+    pub(crate) call: Duration,
+}
+
+/// A connection to the server at `target.url` (nothing is sent before the handshake).
+pub(crate) fn connect(
+    target: &Target<'_>,
+    context: Arc<ClientContext>,
+    auth: Option<Arc<Authorizer>>,
+) -> Connection {
+    let inbound = Arc::new(Inbound::new(target.name, context));
     let transport = HttpTransport {
-        url: url.to_string(),
+        url: target.url.to_string(),
         session_id: Mutex::new(None),
         version: Mutex::new(String::new()),
-        read_timeout: call.max(startup),
-        connect_timeout: startup.min(Duration::from_secs(10)),
+        read_timeout: target.call.max(target.startup),
+        connect_timeout: target.startup.min(Duration::from_secs(10)),
         inbound: inbound.clone(),
+        auth,
+        listener: Mutex::new(None),
+        stopped: std::sync::atomic::AtomicBool::new(false),
     };
-    Connection::new(Box::new(transport), inbound)
+    Connection::new(Arc::new(transport), inbound)
 }
 
 impl HttpTransport {
@@ -77,14 +112,41 @@ impl HttpTransport {
             .new_agent()
     }
 
-    /// POSTs `message`; with a `timeout`, the server may stay silent for at most that long
-    /// (before its answer's headers, and between two reads of its body).
+    /// Sends `message`, answering authorization challenges in between; with a `timeout`,
+    /// the server may stay silent for at most that long (before its answer's headers, and
+    /// between two reads of its body).
     fn post(
         &self,
         message: &Value,
         cancel: Option<&CancelToken>,
         timeout: Option<Duration>,
     ) -> Result<(), String> {
+        let never = CancelToken::new();
+        let token = cancel.unwrap_or(&never);
+        for _ in 0..MAX_AUTH_RETRIES {
+            let header = self.auth.as_ref().and_then(|auth| auth.header(token));
+            match self.post_once(message, header.as_deref(), cancel, timeout)? {
+                Posted::Done => return Ok(()),
+                Posted::Refused(status, challenge, sent) => match &self.auth {
+                    Some(auth) => {
+                        auth.challenge(status, challenge.as_deref(), sent.as_deref(), token)?
+                    }
+                    None => return Err(format!("HTTP {status}: the server wants authorization")),
+                },
+            }
+        }
+        Err(format!(
+            "the server still refuses the request after {MAX_AUTH_RETRIES} authorizations"
+        ))
+    }
+
+    fn post_once(
+        &self,
+        message: &Value,
+        authorization: Option<&str>,
+        cancel: Option<&CancelToken>,
+        timeout: Option<Duration>,
+    ) -> Result<Posted, String> {
         let agent = self.agent();
         let _guard = cancel.map(|cancel| {
             let agent = agent.clone();
@@ -114,6 +176,9 @@ impl HttpTransport {
         if let Some(id) = lock(&self.session_id).clone() {
             request = request.header("mcp-session-id", id.as_str());
         }
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
         let response = request
             .send(&body[..])
             .map_err(|e| format!("HTTP request failed: {e}"))?;
@@ -125,6 +190,14 @@ impl HttpTransport {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
+        if status == 401 || status == 403 {
+            let challenge = header("www-authenticate");
+            return Ok(Posted::Refused(
+                status,
+                challenge,
+                authorization.map(str::to_owned),
+            ));
+        }
         if let Some(id) = header("mcp-session-id") {
             if id.len() <= 1024 && id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
                 *lock(&self.session_id) = Some(id);
@@ -136,7 +209,9 @@ impl HttpTransport {
         let want = message.get("id").and_then(Value::as_u64);
         if content_type.starts_with("text/event-stream") && (200..300).contains(&status) {
             let reader = response.into_body().into_reader();
-            return self.follow_stream(&agent, reader, want, cancel);
+            return self
+                .follow_stream(&agent, reader, want, authorization, cancel)
+                .map(|()| Posted::Done);
         }
         let mut text = String::new();
         let read = response
@@ -149,7 +224,7 @@ impl HttpTransport {
         if let Ok(value) = serde_json::from_str::<Value>(&text) {
             let answered = self.dispatch_all(value, want);
             if answered || (200..300).contains(&status) {
-                return Ok(());
+                return Ok(Posted::Done);
             }
         }
         if let Err(e) = read {
@@ -159,7 +234,7 @@ impl HttpTransport {
             if want.is_some() {
                 return Err(format!("HTTP {status} without an answer to the request"));
             }
-            return Ok(());
+            return Ok(Posted::Done);
         }
         if status == 404 && lock(&self.session_id).is_some() {
             self.inbound
@@ -181,7 +256,7 @@ impl HttpTransport {
                 && want.is_some()
                 && message.get("id").and_then(Value::as_u64) == want;
             answered |= is_answer;
-            self.inbound.dispatch(message, self);
+            self.inbound.dispatch(message);
         }
         answered
     }
@@ -194,6 +269,7 @@ impl HttpTransport {
         agent: &ureq::Agent,
         reader: impl Read,
         want: Option<u64>,
+        authorization: Option<&str>,
         cancel: Option<&CancelToken>,
     ) -> Result<(), String> {
         let mut parser = sse::Parser::new();
@@ -218,6 +294,9 @@ impl HttpTransport {
             }
             if let Some(session) = lock(&self.session_id).clone() {
                 request = request.header("mcp-session-id", session.as_str());
+            }
+            if let Some(value) = authorization {
+                request = request.header("authorization", value);
             }
             let response = request
                 .call()
@@ -284,6 +363,63 @@ impl HttpTransport {
     }
 }
 
+impl HttpTransport {
+    /// The GET stream's thread: opens the stream, dispatches what comes, opens it again
+    /// (after the server's `retry`, from the last event id) when it ends, until the
+    /// transport stops or the server refuses (405: it offers no such stream).
+    fn listen_loop(&self, agent: &ureq::Agent) {
+        let mut last_id: Option<String> = None;
+        let mut failures = 0;
+        while !self.stopped.load(std::sync::atomic::Ordering::SeqCst) && failures < MAX_RESUMES {
+            let mut request = agent.get(&self.url).header("accept", "text/event-stream");
+            let version = lock(&self.version).clone();
+            if !version.is_empty() {
+                request = request.header("mcp-protocol-version", version.as_str());
+            }
+            if let Some(session) = lock(&self.session_id).clone() {
+                request = request.header("mcp-session-id", session.as_str());
+            }
+            if let Some(id) = &last_id {
+                request = request.header("last-event-id", id.as_str());
+            }
+            let held = self.auth.as_ref().and_then(|auth| auth.held());
+            if let Some(value) = held.as_deref() {
+                request = request.header("authorization", value);
+            }
+            let Ok(response) = request.call() else {
+                failures += 1;
+                continue;
+            };
+            let status = response.status().as_u16();
+            let event_stream = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|t| t.starts_with("text/event-stream"));
+            if !(200..300).contains(&status) || !event_stream {
+                return;
+            }
+            let mut parser = sse::Parser::new();
+            let opened = std::time::Instant::now();
+            let reader = response.into_body().into_reader();
+            let _ = self.read_stream(reader, None, &mut parser, &mut last_id);
+            // A stream that lived a while ended normally (servers close idle streams);
+            // only streams that end at once count towards giving up.
+            if opened.elapsed() >= Duration::from_secs(10) {
+                failures = 0;
+            }
+            failures += 1;
+            let delay = Duration::from_millis(parser.retry().unwrap_or(1000).min(30_000));
+            let deadline = std::time::Instant::now() + delay;
+            while std::time::Instant::now() < deadline
+                && !self.stopped.load(std::sync::atomic::Ordering::SeqCst)
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
 impl Outbound for HttpTransport {
     fn send(&self, message: &Value, cancel: Option<&CancelToken>) -> Result<(), String> {
         let request = message.get("method").is_some() && message.get("id").is_some();
@@ -300,7 +436,37 @@ impl Outbound for HttpTransport {
         self.post(message, cancel, Some(timeout))
     }
 
+    fn listen(self: Arc<Self>) {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(self.connect_timeout))
+            .user_agent(concat!("agentloop/", env!("CARGO_PKG_VERSION")))
+            .max_redirects(0)
+            .proxy(None)
+            .build()
+            .new_agent();
+        let name = format!("agentloop-mcp-sse-{}", self.inbound.server());
+        let transport = Arc::clone(&self);
+        let reader = agent.clone();
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .stack_size(256 * 1024)
+            .spawn(move || transport.listen_loop(&reader));
+        if let Ok(handle) = spawned {
+            *lock(&self.listener) = Some((agent, handle));
+        }
+    }
+
     fn shutdown(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let listener = lock(&self.listener).take();
+        if let Some((agent, handle)) = listener {
+            agent.shutdown();
+            if handle.thread().id() != std::thread::current().id() {
+                let _ = handle.join();
+            }
+        }
         // End the server's session, best effort and briefly.
         let Some(id) = lock(&self.session_id).take() else {
             return;
@@ -312,10 +478,15 @@ impl Outbound for HttpTransport {
             .no_delay(true)
             .build()
             .new_agent();
-        let _ = agent
+        let mut request = agent
             .delete(&self.url)
-            .header("mcp-session-id", id.as_str())
-            .call();
+            .header("mcp-session-id", id.as_str());
+        // Only a token already held: ending a session never starts a login.
+        let held = self.auth.as_ref().and_then(|auth| auth.held());
+        if let Some(value) = held.as_deref() {
+            request = request.header("authorization", value);
+        }
+        let _ = request.call();
     }
 
     fn set_version(&self, version: &str) {

@@ -16,7 +16,10 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::Value;
 
 use super::McpServer;
-use super::connection::{Connection, Inbound, Outbound};
+use super::connection::Connection;
+use super::host::ClientContext;
+use super::inbound::Inbound;
+use super::rpc::Outbound;
 use crate::cancel::CancelToken;
 use crate::exec::process::child::{StdioChild, StdioChildSpec, stdout_readable};
 use crate::sync::lock;
@@ -96,7 +99,11 @@ impl Outbound for StdioTransport {
 
 /// Starts `server`'s command and returns the connection over its pipes (before any
 /// handshake).
-pub(crate) fn connect(server: &McpServer, command: &str) -> io::Result<Connection> {
+pub(crate) fn connect(
+    server: &McpServer,
+    command: &str,
+    context: Arc<ClientContext>,
+) -> io::Result<Connection> {
     let mut env = crate::exec::process::child::core_environment();
     env.extend(server.env.clone());
     let mut child = StdioChild::spawn(&StdioChildSpec {
@@ -118,7 +125,7 @@ pub(crate) fn connect(server: &McpServer, command: &str) -> io::Result<Connectio
         child: Mutex::new(Some(child)),
         stop: AtomicBool::new(false),
     });
-    let inbound = Arc::new(Inbound::default());
+    let inbound = Arc::new(Inbound::new(&server.name, context));
     let transport = StdioTransport {
         shared: Arc::clone(&shared),
         threads: Mutex::new(Vec::new()),
@@ -148,7 +155,7 @@ pub(crate) fn connect(server: &McpServer, command: &str) -> io::Result<Connectio
             return Err(e);
         }
     }
-    Ok(Connection::new(Box::new(transport), inbound))
+    Ok(Connection::new(Arc::new(transport), inbound))
 }
 
 /// The writer thread: queued lines to the server's stdin until the queue closes or a
@@ -161,22 +168,11 @@ fn write_lines(mut stdin: ChildStdin, queue: &Receiver<Vec<u8>>) {
     }
 }
 
-/// Replies to server requests go back through stdin.
-struct Reply<'a>(&'a Shared);
-
-impl Outbound for Reply<'_> {
-    fn send(&self, message: &Value, _cancel: Option<&CancelToken>) -> Result<(), String> {
-        self.0.write(message)
-    }
-    fn shutdown(&self) {}
-}
-
 /// The reader thread: lines → JSON → [`Inbound::dispatch`], until end-of-file, a read
 /// error, an over-long line or `stop`; then every waiting request fails.
 fn read_lines(mut stdout: ChildStdout, shared: &Shared, inbound: &Inbound) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::new();
-    let reply = Reply(shared);
     let why = loop {
         if shared.stop.load(Ordering::SeqCst) {
             break "the client closed the connection".to_string();
@@ -195,7 +191,7 @@ fn read_lines(mut stdout: ChildStdout, shared: &Shared, inbound: &Inbound) {
             line.extend_from_slice(&chunk[..end]);
             chunk = &chunk[end + 1..];
             if let Ok(message) = serde_json::from_slice::<Value>(&line) {
-                inbound.dispatch(message, &reply);
+                inbound.dispatch(message);
             }
             line.clear();
         }

@@ -15,7 +15,7 @@ use super::compaction::CompactionConfig;
 use super::hooks::Hooks;
 use crate::llm::ToolCall;
 use crate::llm::pricing::{Price, PriceTable};
-use crate::mcp::McpServer;
+use crate::mcp::{McpHost, McpServer};
 use crate::profiles::ProviderProfile;
 
 /// How a session behaves. Build with `SessionConfig::default()` and the `with_*` methods,
@@ -123,6 +123,13 @@ pub struct SessionConfig {
     /// answer that is not a valid final answer back to the model before the input fails.
     /// Default 3.
     pub structured_output_retries: usize,
+    /// What the MCP servers' questions go to: elicitations, the URL of a login (see
+    /// [`McpHost`]). `None` (the default): elicitations are declined and a server that
+    /// needs a login is reported as such.
+    pub mcp_host: Option<Arc<dyn McpHost>>,
+    /// Roots offered to MCP servers (`roots/list`) after the working directory, which is
+    /// always the first. Changed during a session with `Session::set_mcp_roots`.
+    pub mcp_roots: Vec<PathBuf>,
 }
 
 impl Default for SessionConfig {
@@ -154,6 +161,8 @@ impl Default for SessionConfig {
             fallback_models: Vec::new(),
             prompt_cache_ttl: None,
             structured_output_retries: 3,
+            mcp_host: None,
+            mcp_roots: Vec::new(),
         }
     }
 }
@@ -187,6 +196,8 @@ impl fmt::Debug for SessionConfig {
             .field("fallback_models", &self.fallback_models)
             .field("prompt_cache_ttl", &self.prompt_cache_ttl)
             .field("structured_output_retries", &self.structured_output_retries)
+            .field("mcp_host", &self.mcp_host.as_ref().map(|_| "host"))
+            .field("mcp_roots", &self.mcp_roots)
             .finish()
     }
 }
@@ -303,6 +314,13 @@ impl SessionConfig {
     /// Adds an MCP server (see [`mcp_servers`](Self::mcp_servers)).
     pub fn with_mcp_server(mut self, server: McpServer) -> SessionConfig {
         self.mcp_servers.push(server);
+        self
+    }
+
+    /// Sets the host that answers MCP servers' questions (see
+    /// [`mcp_host`](Self::mcp_host)).
+    pub fn with_mcp_host(mut self, host: Arc<dyn McpHost>) -> SessionConfig {
+        self.mcp_host = Some(host);
         self
     }
 

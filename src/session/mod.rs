@@ -94,9 +94,11 @@ mod history;
 mod hook_commands;
 mod hook_runner;
 mod hooks;
+mod inbox;
 mod input_events;
 pub(crate) mod ledger;
 mod loop_detection;
+mod mcp;
 mod model_call;
 mod run_structured;
 mod structured;
@@ -174,7 +176,7 @@ pub struct Session {
     shared: Arc<Shared>,
     abort: CancelToken,
     worker: Mutex<Option<JoinHandle<()>>>,
-    mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    mcp: Option<mcp::SharedMcp>,
     /// [`SessionConfig::structured_output_retries`], for `run_structured`.
     structured_output_retries: usize,
 }
@@ -218,10 +220,11 @@ impl Session {
     }
 
     /// [`new`](Self::new) for a session at subagent `depth` whose events go to `forward`
-    /// (a subagent's parent) instead of its own stream, and whose spending is charged to
-    /// `budget_parent` too. A subagent writes no transcript of its own: its events reach
-    /// the parent's (recorded there with the parent's events, when the parent records
-    /// events).
+    /// (a subagent's parent) instead of its own stream, sharing what `parent` shares: its
+    /// spending is charged to the parent's ledger too, and it uses the parent's MCP servers
+    /// (their connections are shared, no server is started again). A subagent writes no
+    /// transcript of its own: its events reach the parent's (recorded there with the
+    /// parent's events, when the parent records events).
     pub(crate) fn start(
         profile: ProviderProfile,
         env: Arc<dyn ExecutionEnvironment>,
@@ -229,7 +232,7 @@ impl Session {
         config: SessionConfig,
         depth: usize,
         forward: Option<Forward>,
-        budget_parent: Option<Arc<Ledger>>,
+        parent: Option<ParentShare>,
     ) -> Result<Session> {
         check_provider(&client, &profile)?;
         crate::exec::process::open_files::raise();
@@ -247,8 +250,9 @@ impl Session {
             history: History::new(),
             transcript,
             warnings: Vec::new(),
-            budget_parent,
+            budget_parent: parent.as_ref().map(|p| p.ledger.clone()),
             cache_key: None,
+            mcp: parent.and_then(|p| p.mcp),
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -302,6 +306,7 @@ impl Session {
             warnings: resumed.warnings,
             budget_parent: None,
             cache_key: Some(resumed.first_session_id),
+            mcp: None,
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -334,7 +339,10 @@ impl Session {
         let compaction = compaction_state(&config, &profile, &start.history);
         *lock(&shared.history) = start.history;
         let abort = CancelToken::new();
-        let mcp = start_mcp_servers(&config, start.depth, &abort);
+        // MCP servers start now, in parallel, off the host's thread (subagents share
+        // their parent's).
+        let mcp_owner = start.mcp.is_none();
+        let mcp = mcp::start(&config, env.working_directory(), start.mcp, &abort);
         let mut events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone())
             .forwarded_to(start.forward);
         if config.transcript_events {
@@ -349,8 +357,11 @@ impl Session {
             &client,
             &config,
             &events,
-            &ledger,
             start.depth,
+            ParentShare {
+                ledger: ledger.clone(),
+                mcp: mcp.clone(),
+            },
         );
         let worker = Worker {
             budget: Meter::new(ledger, &config),
@@ -376,6 +387,8 @@ impl Session {
             startup_warnings: start.warnings,
             totals: Default::default(),
             mcp: mcp.clone(),
+            mcp_owner,
+            mcp_registered: Default::default(),
         };
         let structured_output_retries = worker.config.structured_output_retries;
         let handle = spawn_worker(&short_id, worker)?;
@@ -431,15 +444,6 @@ impl Session {
              first before creating another"
         );
         Events::new(self.events.clone(), self.listeners.clone())
-    }
-
-    /// The configured MCP servers: each one's state and tool count. Waits for the servers
-    /// still starting (each at most its startup timeout).
-    pub fn mcp_servers(&self) -> Vec<crate::mcp::McpServerStatus> {
-        match &self.mcp {
-            Some(mcp) => lock(mcp).statuses(),
-            None => Vec::new(),
-        }
     }
 
     /// Queues `input` for processing; returns at once.
@@ -624,6 +628,8 @@ struct Start {
     /// The prompt-cache key, when not the session's id: a resumed session keeps the key of
     /// the session that started the transcript (its requests share that one's prefix).
     cache_key: Option<String>,
+    /// For a subagent: the parent's MCP servers.
+    mcp: Option<mcp::SharedMcp>,
 }
 
 /// The controls of an unattended run, checked before the session starts: a provider for
@@ -658,19 +664,11 @@ fn check_provider(client: &Client, profile: &ProviderProfile) -> Result<()> {
     client.provider_for(&probe).map(|_| ())
 }
 
-/// The MCP servers of a host's session, starting now, in parallel, off the host's thread
-/// (a subagent gets none: `depth` > 0).
-fn start_mcp_servers(
-    config: &SessionConfig,
-    depth: usize,
-    abort: &CancelToken,
-) -> Option<Arc<Mutex<crate::mcp::server::McpServers>>> {
-    (depth == 0 && !config.mcp_servers.is_empty()).then(|| {
-        Arc::new(Mutex::new(crate::mcp::server::McpServers::start(
-            &config.mcp_servers,
-            abort,
-        )))
-    })
+/// What a session shares with the subagents it starts: its ledger (a child's spending
+/// is charged to it too) and its MCP servers.
+pub(crate) struct ParentShare {
+    pub(crate) ledger: Arc<Ledger>,
+    pub(crate) mcp: Option<mcp::SharedMcp>,
 }
 
 /// This session's children. The profile's subagent tools are connected to them (or removed
@@ -683,8 +681,8 @@ fn connect_subagents(
     client: &Client,
     config: &SessionConfig,
     events: &EventSink,
-    ledger: &Arc<Ledger>,
     depth: usize,
+    share: ParentShare,
 ) -> Arc<Subagents> {
     Arc::new_cyclic(|weak| {
         subagents::register(&mut profile.tool_registry, weak.clone(), depth, config);
@@ -694,8 +692,8 @@ fn connect_subagents(
             client.clone(),
             config.clone(),
             events.clone(),
-            ledger.clone(),
             depth,
+            share,
         )
     })
 }

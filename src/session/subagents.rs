@@ -4,8 +4,9 @@
 //!
 //! A child is a full [`Session`] on its own worker thread with its own history. It uses
 //! the parent's profile (the model can be overridden), the parent's client and
-//! configuration (its own turn limit), and the parent's execution environment — the same
-//! filesystem. A `working_dir` scopes the child: its environment resolves relative paths
+//! configuration (its own turn limit), the parent's execution environment — the same
+//! filesystem — and the parent's MCP servers: their tools over the parent's connections
+//! (no server is started for a child). A `working_dir` scopes the child: its environment resolves relative paths
 //! and runs commands there, file tools keep it inside that directory unless the session
 //! allows paths outside, and its system prompt names the directory. The child never
 //! initialises or cleans up the shared environment; the parent owns it.
@@ -115,6 +116,8 @@ pub(crate) struct Subagents {
     /// The session's ledger: every child charges it too.
     ledger: Arc<Ledger>,
     depth: usize,
+    /// The parent's MCP servers, shared with every child.
+    mcp: Option<super::mcp::SharedMcp>,
     children: Mutex<BTreeMap<String, Child>>,
     spawned: AtomicUsize,
     closed: AtomicBool,
@@ -136,8 +139,8 @@ impl Subagents {
         client: Client,
         config: SessionConfig,
         events: EventSink,
-        ledger: Arc<Ledger>,
         depth: usize,
+        share: super::ParentShare,
     ) -> Subagents {
         Subagents {
             profile,
@@ -145,8 +148,9 @@ impl Subagents {
             client,
             config,
             events,
-            ledger,
+            ledger: share.ledger,
             depth,
+            mcp: share.mcp,
             children: Mutex::new(BTreeMap::new()),
             spawned: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
@@ -239,7 +243,10 @@ impl Subagents {
             config,
             self.depth + 1,
             Some(self.events.forwarding(&id)),
-            Some(self.ledger.clone()),
+            Some(super::ParentShare {
+                ledger: self.ledger.clone(),
+                mcp: self.mcp.clone(),
+            }),
         )
         .map_err(|e| format!("the subagent could not start: {e}"))?;
         let hooks = HookRunner {

@@ -9,9 +9,8 @@
 //! process groups through the callbacks registered on it). This module never blocks the
 //! host and never leaves a thread running when it returns.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -23,9 +22,10 @@ use super::config::SessionConfig;
 use super::delivery::EventSink;
 use super::events::{CloseReason, EventKind, SessionState, StopReason};
 use super::fallback::{self, Chain};
-use super::history::{History, Turn};
+use super::history::Turn;
 use super::hook_runner::{HookRunner, Submit};
 use super::hooks::{HookEvent, PromptSource};
+pub(crate) use super::inbox::{Input, Shared};
 use super::ledger::{self, Meter};
 use super::loop_detection::LoopDetector;
 use super::model_call::{ModelCall, RoundEnd, assistant_turn};
@@ -42,40 +42,6 @@ use crate::llm::{
 use crate::profiles::ProviderProfile;
 use crate::session::subagents::Subagents;
 use crate::sync::lock;
-
-/// What the host sends the worker through the inbox.
-pub(crate) enum Input {
-    /// Process this input; send the outcome (after the follow-ups it triggers) to `reply`.
-    /// With `structured`, its final answer must be a value valid against that schema.
-    Submit {
-        text: String,
-        reply: Option<Sender<Outcome>>,
-        structured: Option<Box<Structured>>,
-    },
-    /// A follow-up was queued: process the queue if idle.
-    FollowUp,
-    /// Compact the history now (`Session::compact`); reply when done.
-    Compact { reply: Sender<()> },
-    /// Shut down cleanly after the inputs before this one.
-    Close,
-    /// Shut down now (the session token is already cancelled).
-    Abort,
-}
-
-/// State the host and the worker share.
-#[derive(Default)]
-pub(crate) struct Shared {
-    pub(crate) state: Mutex<SessionState>,
-    pub(crate) steering: Mutex<VecDeque<String>>,
-    pub(crate) follow_ups: Mutex<VecDeque<String>>,
-    /// The token of the input being processed (what `interrupt()` cancels).
-    pub(crate) current_input: Mutex<Option<CancelToken>>,
-    pub(crate) reasoning_effort: Mutex<Option<String>>,
-    pub(crate) history: Mutex<History>,
-    /// Tool calls waiting for an approval answer.
-    pub(crate) awaiting: AtomicUsize,
-    pub(crate) closed: AtomicBool,
-}
 
 /// How one input ended.
 struct InputEnd {
@@ -136,8 +102,13 @@ pub(crate) struct Worker {
     pub(crate) startup_warnings: Vec<String>,
     /// Usage and cost of every model call so far (for `SESSION_END`).
     pub(crate) totals: Totals,
-    /// The session's MCP servers, registered into the tool registry before each input.
-    pub(crate) mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    /// The session's MCP servers (for a subagent, its parent's), registered into the
+    /// tool registry before each input and again when their tools change.
+    pub(crate) mcp: Option<super::mcp::SharedMcp>,
+    /// Whether this session started the servers (and ends them).
+    pub(crate) mcp_owner: bool,
+    /// What of the servers' tools this session's registry holds.
+    pub(crate) mcp_registered: crate::mcp::Registered,
     /// Budgets: what the session and its subagents spent (see `budget.rs`).
     pub(crate) budget: Meter,
     /// The models left to fall back to.
@@ -315,13 +286,25 @@ impl Worker {
     /// registers their tools, re-lists changed ones, warns about failed ones.
     fn prepare_mcp(&mut self) {
         let Some(mcp) = &self.mcp else { return };
-        let warnings = lock(mcp).prepare(&mut self.profile.tool_registry);
+        let warnings =
+            lock(mcp).prepare_into(&mut self.profile.tool_registry, &mut self.mcp_registered);
         for message in warnings {
             self.events.emit(EventKind::Warning {
                 message,
                 code: "mcp".to_string(),
             });
         }
+    }
+
+    /// Before a model call: when an MCP server's tools changed, registers the new list and
+    /// puts it in `request`, with the system prompt made again (it may name the tools).
+    fn mcp_tools_changed(&mut self, request: &mut Request, system_prompt: &mut String) {
+        let Some(mcp) = &self.mcp else { return };
+        if !lock(mcp).tools_changed(&self.mcp_registered) {
+            return;
+        }
+        self.prepare_mcp();
+        (*system_prompt, *request) = self.input_request();
     }
 
     fn push_turn(&mut self, turn: Turn) {
@@ -358,6 +341,7 @@ impl Worker {
         self.events.emit(EventKind::UserInput { content: text });
         self.drain_steering();
 
+        // Same bytes on every round (the cacheable prefix) unless MCP tools change.
         self.prepare_mcp();
         let (mut system_prompt, mut request) = self.input_request();
         self.compaction.this_input = 0;
@@ -382,7 +366,7 @@ impl Worker {
             if let Err(error) = self.compaction(&cancel).check_window() {
                 break self.fail_input(&mut end, error);
             }
-            self.refresh_request(&mut request, &system_prompt);
+            self.refresh_request(&mut request, &mut system_prompt);
             self.record_request(&request);
             let history_at_request = self.compaction.account.history_tokens();
             let response = match self.stream_round(&request, &cancel) {
@@ -534,6 +518,9 @@ impl Worker {
         let mut next = fallback::adopt(next, &self.profile, &*self.env);
         self.subagents.connect(&mut next.tool_registry);
         let from = std::mem::replace(&mut self.profile, next);
+        // The next profile's registry holds none of the MCP servers' tools yet.
+        self.mcp_registered = Default::default();
+        self.prepare_mcp();
         self.compaction.limits = super::compact::limits_for(&self.config, &self.profile);
         let event = fallback::event(&from, &self.profile, &error);
         if let Some(transcript) = &self.transcript {
@@ -713,12 +700,16 @@ impl Worker {
     }
 
     /// Fills `request` for the next model call: the system prompt and the whole history,
-    /// the reasoning effort and provider options as they are now.
-    fn refresh_request(&self, request: &mut Request, system_prompt: &str) {
+    /// the reasoning effort and provider options as they are now, and the tools again when
+    /// an MCP server's changed.
+    fn refresh_request(&mut self, request: &mut Request, system_prompt: &mut String) {
+        self.mcp_tools_changed(request, system_prompt);
         let history = lock(&self.shared.history);
         request.messages.clear();
         request.messages.reserve(history.len() + 1);
-        request.messages.push(Message::system(system_prompt));
+        request
+            .messages
+            .push(Message::system(system_prompt.as_str()));
         request.messages.extend(history.to_messages());
         drop(history);
         request.reasoning_effort = lock(&self.shared.reasoning_effort).clone();
@@ -780,7 +771,7 @@ impl Worker {
         self.abort.cancel();
         // Step 6: close every subagent (each one's SESSION_END precedes ours).
         self.subagents.close_all();
-        if let Some(mcp) = &self.mcp {
+        if let Some(mcp) = self.mcp.as_ref().filter(|_| self.mcp_owner) {
             lock(mcp).shutdown();
         }
         if let Err(err) = self.env.cleanup() {

@@ -1,6 +1,7 @@
 //! The test support crate (`support`, of the `agentloop-tests` package): a loopback HTTP
-//! server and a raw one for broken servers, the conformance checker, SSE and turn builders,
-//! client builders, the session helpers, the process's own sockets, the parity kit, the file-tree helpers, a private
+//! server and a raw one for broken servers, an OAuth authorization server and protected
+//! MCP server, the conformance checker, SSE and turn builders, client builders, the
+//! session helpers, the process's own sockets, the parity kit, the file-tree helpers, a private
 //! sshd, and running the repository's programs. Shared by the `it` tests, the CLI's tests
 //! and the bench; never part of the library.
 
@@ -11,6 +12,7 @@
 pub mod cancel;
 pub mod ci;
 pub mod conformance;
+pub mod oauth;
 pub mod parity_kit;
 pub mod programs;
 pub mod providers;

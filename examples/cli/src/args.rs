@@ -16,6 +16,7 @@ agentloop: a coding agent in your terminal, built on the agentloop library
 
 USAGE:
     agentloop [OPTIONS] [PROMPT...]
+    agentloop mcp list|login NAME|logout NAME --mcp-config FILE [--mcp-tokens FILE]
 
     With a PROMPT, runs it once and exits. Without one, reads the prompt from stdin, or,
     when stdin is a terminal, asks for one input after another (Ctrl-D ends).
@@ -84,7 +85,17 @@ OPTIONS:
     --hooks FILE            run the hook commands in FILE (JSON; see the README's Hooks)
     --mcp-config FILE       MCP servers whose tools the agent offers, in the JSON other
                             clients use: {\"mcpServers\": {\"NAME\": {\"command\",
-                            \"args\", \"env\"} or {\"url\"}}}
+                            \"args\", \"env\"} or {\"url\", \"oauth\"}}}
+    --mcp-tokens FILE       where the MCP servers' logins are kept (mode 0600; default
+                            $XDG_CONFIG_HOME/agentloop/mcp-tokens.json, else
+                            ~/.config/agentloop/mcp-tokens.json)
+
+MCP:
+    agentloop mcp list      each server of --mcp-config: its tools, resources and prompts,
+                            whether it needs a login and whether one is kept
+    agentloop mcp login N   log in to the HTTP server N (OAuth): open the address printed
+                            in a browser; the tokens go to --mcp-tokens
+    agentloop mcp logout N  forget the login kept for N
     --remote URL            run the tools on another machine: ssh://[user@]host[:port][/dir]
                             (an exec-server there serves the directory; see --remote-server)
     --remote-command CMD    run the tools through any stdio transport, e.g.
@@ -211,6 +222,8 @@ pub struct Options {
     pub hooks: Option<PathBuf>,
     /// `--mcp-config`: the MCP servers file.
     pub mcp_config: Option<PathBuf>,
+    /// `--mcp-tokens`: where MCP servers' OAuth tokens are kept.
+    pub mcp_tokens: Option<PathBuf>,
     /// The positional words joined by spaces, if any.
     pub prompt: Option<String>,
     /// `--remote`: an `ssh://` URL whose host runs the tools.
@@ -233,11 +246,24 @@ pub struct Options {
     pub cache_ttl: Option<Duration>,
 }
 
+/// `agentloop mcp …`: what to do with the servers of `--mcp-config`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpAction {
+    /// List them with their state and counts.
+    List,
+    /// Log in to one (OAuth).
+    Login(String),
+    /// Forget the login kept for one.
+    Logout(String),
+}
+
 /// What the command line asks for.
 #[derive(Debug)]
 pub enum Command {
     /// Run the agent.
     Run(Box<Options>),
+    /// `agentloop mcp …`.
+    Mcp(Box<Options>, McpAction),
     /// Print [`USAGE`].
     Help,
     /// Print the version.
@@ -320,6 +346,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--hooks" => options.hooks = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--mcp-config" => {
                 options.mcp_config = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--mcp-tokens" => {
+                options.mcp_tokens = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
             "--resume" => options.resume = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--remote" => options.remote = Some(non_empty(&name, value("an ssh:// URL")?)?),
@@ -449,6 +478,20 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--remote and --remote-command exclude each other; give one",
         ));
     }
+    if words.first().map(String::as_str) == Some("mcp") {
+        let action = match &words[1..] {
+            [list] if list == "list" => McpAction::List,
+            [login, name] if login == "login" => McpAction::Login(name.clone()),
+            [logout, name] if logout == "logout" => McpAction::Logout(name.clone()),
+            _ => return Err(usage("agentloop mcp takes list, login NAME or logout NAME")),
+        };
+        if options.mcp_config.is_none() {
+            return Err(usage(
+                "agentloop mcp needs the servers' file: --mcp-config FILE",
+            ));
+        }
+        return Ok(Command::Mcp(Box::new(options), action));
+    }
     if !words.is_empty() {
         let prompt = words.join(" ");
         if prompt.trim().is_empty() {
@@ -517,6 +560,37 @@ mod tests {
             Command::Run(options) => Ok(*options),
             other => panic!("expected a run, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn mcp_subcommands_name_their_server_and_need_the_config() {
+        let mcp = |args: &[&str]| parse(args.iter().map(|s| s.to_string()));
+        match mcp(&["mcp", "login", "remote", "--mcp-config", "m.json"]).unwrap() {
+            Command::Mcp(options, McpAction::Login(name)) => {
+                assert_eq!(name, "remote");
+                assert_eq!(options.mcp_config, Some(PathBuf::from("m.json")));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            mcp(&[
+                "--mcp-config=m.json",
+                "--mcp-tokens",
+                "t.json",
+                "mcp",
+                "list"
+            ])
+            .unwrap(),
+            Command::Mcp(_, McpAction::List)
+        ));
+        assert!(mcp(&["mcp", "list"]).is_err(), "no --mcp-config");
+        assert!(mcp(&["mcp", "login", "--mcp-config", "m.json"]).is_err());
+        assert!(mcp(&["mcp", "frobnicate", "--mcp-config", "m.json"]).is_err());
+        // Not the subcommand: a prompt that merely contains the word.
+        assert!(matches!(
+            mcp(&["list", "mcp", "servers"]).unwrap(),
+            Command::Run(_)
+        ));
     }
 
     #[test]

@@ -93,15 +93,16 @@ fn run_main() -> libc::c_int {
 }
 
 fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -> i32 {
+    let var = |name: &str| keys.get(name).cloned().or_else(|| std::env::var(name).ok());
     let options = match args::parse(std::env::args().skip(1)) {
         Ok(Command::Run(options)) => *options,
+        Ok(Command::Mcp(options, action)) => return mcp::command(&options, &action, &var),
         Ok(Command::Help) => return print_or_fail(args::USAGE),
         Ok(Command::Version) => {
             return print_or_fail(&format!("agentloop {}\n", env!("CARGO_PKG_VERSION")));
         }
         Err(err) => return usage_error(&err.0),
     };
-    let var = |name: &str| keys.get(name).cloned().or_else(|| std::env::var(name).ok());
     let setup = match setup::resolve(&options, &var) {
         Ok(setup) => setup,
         Err(err) => return usage_error(&err.0),
@@ -223,9 +224,10 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         eprintln!("agentloop: cannot handle signals: {err}");
         return EXIT_ERROR;
     }
+    let mcp_tokens = mcp::token_file(&options, &var);
     let session = match start_session(
         &options,
-        &setup.cwd,
+        (&setup.cwd, mcp_tokens.as_deref()),
         (setup.profile, setup.fallbacks),
         setup.client,
         env,
@@ -351,7 +353,7 @@ impl Run<'_> {
 /// copying it costs start-up time).
 fn start_session(
     options: &Options,
-    cwd: &std::path::Path,
+    (cwd, mcp_tokens): (&std::path::Path, Option<&std::path::Path>),
     (mut profile, fallbacks): (ProviderProfile, Vec<ProviderProfile>),
     client: agentloop::llm::Client,
     env: Arc<dyn ExecutionEnvironment>,
@@ -378,11 +380,14 @@ fn start_session(
         config = config.with_transcript(path);
     }
     if let Some(path) = &options.mcp_config {
-        for server in mcp::servers(path, cwd)
+        for server in mcp::servers(path, cwd, mcp_tokens)
             .map_err(|e| agentloop::Error::new(agentloop::ErrorKind::Configuration, e))?
         {
             config = config.with_mcp_server(server);
         }
+        // A login's address goes to the terminal, where someone can open it.
+        let interactive = signals::is_terminal(io::stderr().as_raw_fd());
+        config = config.with_mcp_host(Arc::new(mcp::Terminal { interactive }));
     }
     if let Some(tokens) = options.context_window {
         profile = profile.with_context_window_size(tokens);

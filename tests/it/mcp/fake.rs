@@ -12,21 +12,6 @@ use super::*;
 
 use support::GENEROUS;
 
-/// The messages the fake server logged (its `--log` file), and its pids.
-fn server_log(path: &Path) -> (Vec<Value>, Vec<u32>) {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut messages = Vec::new();
-    let mut pids = Vec::new();
-    for line in text.lines() {
-        if let Some(pid) = line.strip_prefix("pid ") {
-            pids.push(pid.parse().unwrap());
-        } else if let Ok(value) = serde_json::from_str(line) {
-            messages.push(value);
-        }
-    }
-    (messages, pids)
-}
-
 fn methods(messages: &[Value]) -> Vec<String> {
     messages
         .iter()
@@ -501,24 +486,30 @@ fn closing_the_session_leaves_no_server_process() {
 }
 
 #[test]
-fn list_changed_makes_the_next_input_offer_the_new_tools() {
+fn list_changed_mid_input_offers_the_new_tools_at_the_next_model_call() {
     let mut h = mcp_harness(
         vec![
             ScriptedTurn::tool_call("mcp__fake__grow", json!({})),
-            ScriptedTurn::text("grown"),
             ScriptedTurn::tool_call("mcp__fake__grown", json!({})),
             ScriptedTurn::text("done"),
         ],
         vec![fake("fake", &[])],
     );
     h.session.submit("grow").unwrap();
-    collect_input(&mut h.events);
-    h.session.submit("again").unwrap();
-    collect_input(&mut h.events);
+    let events = collect_input(&mut h.events);
     let requests = h.model.requests();
-    assert!(!offered(&requests[0]).contains(&"mcp__fake__grown".to_string()));
-    assert!(offered(&requests[2]).contains(&"mcp__fake__grown".to_string()));
-    assert_eq!(last_result(&requests[3]).content, "grown called");
+    assert_eq!(requests.len(), 3, "one input, three model calls");
+    let grown = "mcp__fake__grown".to_string();
+    assert!(!offered(&requests[0]).contains(&grown));
+    // The server said its tools changed during the first call: the very next model
+    // call of the same input offers the new tool, and it can be called at once.
+    assert!(
+        offered(&requests[1]).contains(&grown),
+        "{:?}",
+        offered(&requests[1])
+    );
+    assert_eq!(last_result(&requests[2]).content, "grown called");
+    assert!(!ends(&events)[1].2, "{:?}", ends(&events));
 }
 
 #[test]

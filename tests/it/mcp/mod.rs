@@ -3,7 +3,10 @@
 
 mod conformance;
 mod fake;
+mod features;
+mod oauth;
 mod real;
+mod shared;
 mod transports;
 
 use std::path::{Path, PathBuf};
@@ -13,6 +16,7 @@ use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::llm::{ContentPart, Request, Role, ToolResult};
 use agentloop::mcp::McpServer;
 use agentloop::session::{EventKind, SessionConfig, SessionEvent};
+use serde_json::Value;
 
 use support::session::*;
 
@@ -89,6 +93,21 @@ pub fn mcp_warnings(events: &[SessionEvent]) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// The messages the fake server logged (its `--log` file), and its pids.
+pub fn server_log(path: &Path) -> (Vec<Value>, Vec<u32>) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut messages = Vec::new();
+    let mut pids = Vec::new();
+    for line in text.lines() {
+        if let Some(pid) = line.strip_prefix("pid ") {
+            pids.push(pid.parse().unwrap());
+        } else if let Ok(value) = serde_json::from_str(line) {
+            messages.push(value);
+        }
+    }
+    (messages, pids)
 }
 
 /// Whether process `pid` is gone (or a zombie about to be reaped).

@@ -1,13 +1,17 @@
 //! Bench section `mcp`: server-everything (installed by `.ci/run` under
 //! `target/ci/node`) over stdio — the time from starting it to its tools being listed
-//! (spawn, `server/discover` probe, `initialize` handshake, `tools/list`), and the
+//! (spawn, `server/discover` probe, `initialize` handshake, `tools/list`), the
 //! per-call overhead of the client (a registered tool: validation, `tools/call`, result
-//! mapping) over the raw round trip of the same call written and read by hand.
+//! mapping) over the raw round trip of the same call written and read by hand, and a
+//! resource read (the host's and the model's `read_mcp_resource`); then the cost of OAuth
+//! once the token is held: a tool call over Streamable HTTP to the test support's
+//! authorization-protected server against the same call to the same server left open.
 //! Measures; never asserts.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentloop::CancelToken;
@@ -100,7 +104,7 @@ pub fn run() -> Vec<Row> {
     let raw = raw_round_trips(&bin);
     let (ours, raw) = (median(ours), median(raw));
     let overhead = ours.saturating_sub(raw);
-    vec![
+    let mut rows = vec![
         row(
             "server-everything: start to tools listed (median of 5)",
             ms(median(starts)),
@@ -117,7 +121,136 @@ pub fn run() -> Vec<Row> {
             "",
         ),
         row("client overhead per call", ms(overhead), "< 0.5 ms"),
-    ]
+    ];
+    match resource_reads(&bin, &abort) {
+        Ok((host, model)) => {
+            rows.push(row(
+                &format!("resources/read of a text resource, the host's (median of {CALLS})"),
+                ms(host),
+                "",
+            ));
+            rows.push(row(
+                &format!("read_mcp_resource, the model's tool (median of {CALLS})"),
+                ms(model),
+                "",
+            ));
+        }
+        Err(why) => rows.push(row("resources/read", format!("failed: {why}"), "")),
+    }
+    match oauth_overhead() {
+        Ok((with_token, open)) => {
+            rows.push(row(
+                &format!("HTTP tool call with a bearer token held (median of {CALLS})"),
+                ms(with_token),
+                "",
+            ));
+            rows.push(row(
+                &format!("HTTP tool call, the same server open (median of {CALLS})"),
+                ms(open),
+                "",
+            ));
+            rows.push(row(
+                "OAuth overhead per call once the token is held",
+                ms(with_token.saturating_sub(open)),
+                "< 0.2 ms",
+            ));
+        }
+        Err(why) => rows.push(row("OAuth call", format!("failed: {why}"), "")),
+    }
+    rows
+}
+
+/// `resources/read` of one text resource of server-everything (stdio), through the host's
+/// call and through the model's `read_mcp_resource` tool: medians of [`CALLS`].
+fn resource_reads(
+    bin: &std::path::Path,
+    abort: &CancelToken,
+) -> Result<(Duration, Duration), String> {
+    let mut servers = McpServers::start(&[server(bin)], abort);
+    let mut registry = ToolRegistry::new();
+    let warnings = servers.prepare(&mut registry);
+    if !warnings.is_empty() {
+        return Err(format!("{warnings:?}"));
+    }
+    let uri = "demo://resource/dynamic/text/1";
+    let mut host = Vec::new();
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        let read = servers.read_resource("everything", uri);
+        host.push(started.elapsed());
+        if !read.as_ref().is_ok_and(|r| r[0]["text"].is_string()) {
+            return Err(format!("{read:?}"));
+        }
+    }
+    let env = LocalExecutionEnvironment::new(std::env::temp_dir()).map_err(|e| e.to_string())?;
+    let cancel = CancelToken::new();
+    let ctx = ToolContext::new(&env, "bench", &cancel);
+    let call = ToolCall::new(
+        "r",
+        "read_mcp_resource",
+        json!({"server": "everything", "uri": uri}),
+    );
+    let mut model = Vec::new();
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        let outcome =
+            agentloop::unstable::prepare_call(&registry, &call).map(|call| call.run(&ctx));
+        model.push(started.elapsed());
+        if !outcome
+            .as_ref()
+            .is_ok_and(|o| o.text.contains("Resource 1"))
+        {
+            return Err(format!("{outcome:?}"));
+        }
+    }
+    servers.shutdown();
+    Ok((median(host), median(model)))
+}
+
+/// One `tools/call` over Streamable HTTP to our loopback server (support's
+/// `AuthServer`), with a bearer token held (the login done beforehand, the token read from
+/// the token file) and without one (the same server, open): medians of [`CALLS`].
+fn oauth_overhead() -> Result<(Duration, Duration), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let tokens = dir.path().join("tokens.json");
+    let calls = |server: McpServer| -> Result<Duration, String> {
+        let abort = CancelToken::new();
+        let mut servers = McpServers::start(&[server], &abort);
+        let mut registry = ToolRegistry::new();
+        let warnings = servers.prepare(&mut registry);
+        if !warnings.is_empty() {
+            return Err(format!("{warnings:?}"));
+        }
+        let env =
+            LocalExecutionEnvironment::new(std::env::temp_dir()).map_err(|e| e.to_string())?;
+        let cancel = CancelToken::new();
+        let ctx = ToolContext::new(&env, "bench", &cancel);
+        let call = ToolCall::new("w", "mcp__protected__whoami", json!({}));
+        let mut samples = Vec::new();
+        for _ in 0..CALLS {
+            let started = Instant::now();
+            let outcome =
+                agentloop::unstable::prepare_call(&registry, &call).map(|call| call.run(&ctx));
+            samples.push(started.elapsed());
+            if !outcome.as_ref().is_ok_and(|o| o.text.starts_with("hello")) {
+                return Err(format!("{outcome:?}"));
+            }
+        }
+        servers.shutdown();
+        Ok(median(samples))
+    };
+    let protected = support::oauth::AuthServer::start();
+    let server = McpServer::http("protected", protected.mcp_url()).with_token_file(&tokens);
+    server
+        .login(
+            Arc::new(support::oauth::Browser::default()),
+            Duration::from_secs(20),
+        )
+        .map_err(|e| e.to_string())?;
+    let with_token = calls(server)?;
+    let open = support::oauth::AuthServer::start_open();
+    let without = calls(McpServer::http("protected", open.mcp_url()))?;
+    Ok((with_token, without))
 }
 
 fn raw_round_trips(bin: &std::path::Path) -> Vec<Duration> {

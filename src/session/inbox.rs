@@ -1,0 +1,48 @@
+//! What the host and the worker thread exchange: the messages of the worker's inbox and
+//! the state both sides touch (queues, the current input's token, the history).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+use crossbeam_channel::Sender;
+
+use super::Outcome;
+use super::events::SessionState;
+use super::history::History;
+use super::structured::Structured;
+use crate::cancel::CancelToken;
+
+/// What the host sends the worker through the inbox.
+pub(crate) enum Input {
+    /// Process this input; send the outcome (after the follow-ups it triggers) to `reply`.
+    /// With `structured`, its final answer must be a value valid against that schema.
+    Submit {
+        text: String,
+        reply: Option<Sender<Outcome>>,
+        structured: Option<Box<Structured>>,
+    },
+    /// A follow-up was queued: process the queue if idle.
+    FollowUp,
+    /// Compact the history now (`Session::compact`); reply when done.
+    Compact { reply: Sender<()> },
+    /// Shut down cleanly after the inputs before this one.
+    Close,
+    /// Shut down now (the session token is already cancelled).
+    Abort,
+}
+
+/// State the host and the worker share.
+#[derive(Default)]
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<SessionState>,
+    pub(crate) steering: Mutex<VecDeque<String>>,
+    pub(crate) follow_ups: Mutex<VecDeque<String>>,
+    /// The token of the input being processed (what `interrupt()` cancels).
+    pub(crate) current_input: Mutex<Option<CancelToken>>,
+    pub(crate) reasoning_effort: Mutex<Option<String>>,
+    pub(crate) history: Mutex<History>,
+    /// Tool calls waiting for an approval answer.
+    pub(crate) awaiting: AtomicUsize,
+    pub(crate) closed: AtomicBool,
+}
