@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::approval::{Approval, ApprovalHook};
 use super::compaction::CompactionConfig;
 use super::hooks::Hooks;
+use super::mode::SessionMode;
 use crate::llm::ToolCall;
 use crate::llm::pricing::{Price, PriceTable};
 use crate::mcp::McpServer;
@@ -92,6 +93,9 @@ pub struct SessionConfig {
     /// MCP servers whose tools the session offers (see [`mcp`](crate::mcp)). Started in
     /// parallel when the session starts; ended with it.
     pub mcp_servers: Vec<McpServer>,
+    /// The mode of the first input (see [`SessionMode`]); `Session::set_mode` switches it
+    /// later. Default: [`SessionMode::Default`].
+    pub mode: SessionMode,
 }
 
 impl Default for SessionConfig {
@@ -116,6 +120,7 @@ impl Default for SessionConfig {
             transcript_events: false,
             compaction: CompactionConfig::default(),
             mcp_servers: Vec::new(),
+            mode: SessionMode::Default,
         }
     }
 }
@@ -142,6 +147,7 @@ impl fmt::Debug for SessionConfig {
             .field("transcript_events", &self.transcript_events)
             .field("compaction", &self.compaction)
             .field("mcp_servers", &self.mcp_servers)
+            .field("mode", &self.mode)
             .finish()
     }
 }
@@ -264,6 +270,12 @@ impl SessionConfig {
     /// Records every event in the transcript too (see `transcript_events`).
     pub fn with_transcript_events(mut self, enabled: bool) -> SessionConfig {
         self.transcript_events = enabled;
+        self
+    }
+
+    /// Sets the mode of the first input (see [`mode`](Self::mode)).
+    pub fn with_mode(mut self, mode: SessionMode) -> SessionConfig {
+        self.mode = mode;
         self
     }
 

@@ -94,6 +94,7 @@ mod hook_runner;
 mod hooks;
 mod input_events;
 mod loop_detection;
+mod mode;
 mod subagents;
 mod tool_round;
 pub mod transcript;
@@ -109,6 +110,7 @@ pub use history::{
 };
 pub use hook_commands::HookCommands;
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
+pub use mode::SessionMode;
 
 use compact::CompactionState;
 use delivery::Listeners;
@@ -304,6 +306,7 @@ impl Session {
         let listeners = Arc::new(Listeners::default());
         let shared = Arc::new(Shared::default());
         *lock(&shared.reasoning_effort) = config.reasoning_effort.clone();
+        *lock(&shared.mode) = config.mode;
         let history_chars = start.history.approx_chars();
         let assistant_turns = start.history.assistant_turns();
         let compaction = compaction_state(&config, &profile, &start.history);
@@ -317,9 +320,16 @@ impl Session {
                 events = events.with_transcript(writer.clone());
             }
         }
-        let subagents =
-            connect_subagents(&mut profile, &env, &client, &config, &events, start.depth);
+        let subagents = connect_subagents(
+            &mut profile,
+            &env,
+            &client,
+            &config,
+            &events,
+            (start.depth, &shared.mode),
+        );
         let worker = Worker {
+            mode: mode::ModeState::new(&env),
             compaction,
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),
@@ -497,6 +507,30 @@ impl Session {
         *lock(&self.shared.reasoning_effort) = effort;
     }
 
+    /// Switches the session to `mode` (see [`SessionMode`]) from the next input on: the
+    /// input in progress, if any, finishes in the mode it started in. Fails only when the
+    /// session is closed.
+    pub fn set_mode(&self, mode: SessionMode) -> Result<()> {
+        self.ensure_open()?;
+        *lock(&self.shared.mode) = mode;
+        Ok(())
+    }
+
+    /// The mode the next input runs in.
+    pub fn mode(&self) -> SessionMode {
+        *lock(&self.shared.mode)
+    }
+
+    /// Switches the model from the next input on (the provider stays the profile's; the
+    /// context window and reasoning flag follow the model as in
+    /// [`ProviderProfile::with_model`]). The history carries over. Fails only when the
+    /// session is closed.
+    pub fn set_model(&self, model: impl Into<String>) -> Result<()> {
+        self.ensure_open()?;
+        *lock(&self.shared.model) = Some(model.into());
+        Ok(())
+    }
+
     /// Stops the current input (if any): closes its stream, kills its commands, answers its
     /// pending tool calls with "interrupted" results, emits `PROCESSING_END`, and returns
     /// the session to idle. Queued inputs and follow-ups still run. Returns at once.
@@ -604,7 +638,7 @@ fn connect_subagents(
     client: &Client,
     config: &SessionConfig,
     events: &EventSink,
-    depth: usize,
+    (depth, mode): (usize, &Arc<Mutex<SessionMode>>),
 ) -> Arc<Subagents> {
     Arc::new_cyclic(|weak| {
         subagents::register(&mut profile.tool_registry, weak.clone(), depth, config);
@@ -616,6 +650,7 @@ fn connect_subagents(
             events.clone(),
             depth,
         )
+        .in_mode_of(mode.clone())
     })
 }
 

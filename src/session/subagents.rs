@@ -42,6 +42,7 @@ use super::config::SessionConfig;
 use super::delivery::EventSink;
 use super::events::StopReason;
 use super::hook_runner::HookRunner;
+use super::mode::SessionMode;
 use super::{Outcome, Session};
 use crate::cancel::CancelToken;
 use crate::exec::{
@@ -114,6 +115,8 @@ pub(crate) struct Subagents {
     children: Mutex<BTreeMap<String, Child>>,
     spawned: AtomicUsize,
     closed: AtomicBool,
+    /// The parent's mode cell: a child starts in the mode the parent is in.
+    mode: Arc<Mutex<SessionMode>>,
 }
 
 impl std::fmt::Debug for Subagents {
@@ -144,7 +147,14 @@ impl Subagents {
             children: Mutex::new(BTreeMap::new()),
             spawned: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            mode: Arc::default(),
         }
+    }
+
+    /// Children start in the mode `mode` holds when they are spawned (the parent's).
+    pub(crate) fn in_mode_of(mut self, mode: Arc<Mutex<SessionMode>>) -> Subagents {
+        self.mode = mode;
+        self
     }
 
     /// Runs one parsed call of a subagent tool.
@@ -207,6 +217,7 @@ impl Subagents {
         ));
         let mut config = self.config.clone();
         config.max_turns = usize::try_from(request.max_turns).unwrap_or(usize::MAX);
+        config.mode = *lock(&self.mode);
         let number = self.spawned.fetch_add(1, Ordering::SeqCst) + 1;
         let id = format!("agent-{number}");
         let session = Session::start(

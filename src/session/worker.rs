@@ -26,6 +26,7 @@ use super::history::{AssistantTurn, History, Turn};
 use super::hook_runner::{HookRunner, Submit};
 use super::hooks::{HookEvent, PromptSource};
 use super::loop_detection::LoopDetector;
+use super::mode::{ModeState, SessionMode};
 use super::tool_round::{ToolRound, cancelled_text};
 use super::transcript::TranscriptWriter;
 use super::usage::Totals;
@@ -66,6 +67,10 @@ pub(crate) struct Shared {
     /// The token of the input being processed (what `interrupt()` cancels).
     pub(crate) current_input: Mutex<Option<CancelToken>>,
     pub(crate) reasoning_effort: Mutex<Option<String>>,
+    /// The mode the next input runs in (`Session::set_mode`); subagents read it too.
+    pub(crate) mode: Arc<Mutex<SessionMode>>,
+    /// The model the next input switches to (`Session::set_model`).
+    pub(crate) model: Mutex<Option<String>>,
     pub(crate) history: Mutex<History>,
     /// Tool calls waiting for an approval answer.
     pub(crate) awaiting: AtomicUsize,
@@ -120,6 +125,8 @@ pub(crate) struct Worker {
     pub(crate) totals: Totals,
     /// The session's MCP servers, registered into the tool registry before each input.
     pub(crate) mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    /// The mode in force and the environment the model's tool calls use.
+    pub(crate) mode: ModeState,
 }
 
 impl Worker {
@@ -327,8 +334,13 @@ impl Worker {
 
         // Same bytes on every round of this input: the cacheable prefix.
         self.prepare_mcp();
+        self.apply_mode_and_model();
         let tools = self.profile.tools();
-        let system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
+        let mut system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
+        if let Some(note) = self.mode.mode.instructions() {
+            system_prompt.push_str("\n\n");
+            system_prompt.push_str(note);
+        }
         self.compaction.account.set_fixed(&system_prompt, &tools);
         let mut request = self.build_request(tools); // once per input; rounds refill it
         self.compaction.this_input = 0;
@@ -420,6 +432,17 @@ impl Worker {
         self.end_input(end)
     }
 
+    /// Takes in what the host set since the last input: the mode (`Session::set_mode`) and
+    /// the model (`Session::set_model`).
+    fn apply_mode_and_model(&mut self) {
+        let mode = *lock(&self.shared.mode);
+        self.mode.apply(mode, &mut self.profile, &self.env);
+        if let Some(model) = lock(&self.shared.model).take() {
+            self.profile = std::mem::replace(&mut self.profile, ProviderProfile::new("", ""))
+                .with_model(model);
+        }
+    }
+
     /// The end of every input: answer open calls, leave the processing state, emit
     /// `PROCESSING_END` with the input's totals.
     fn end_input(&mut self, end: InputEnd) -> InputEnd {
@@ -476,7 +499,7 @@ impl Worker {
     fn tool_round<'a>(&'a self, cancel: &'a CancelToken) -> ToolRound<'a> {
         ToolRound {
             profile: &self.profile,
-            env: &self.env,
+            env: &self.mode.tool_env,
             config: &self.config,
             events: &self.events,
             state: &self.shared.state,

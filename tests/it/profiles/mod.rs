@@ -169,6 +169,7 @@ fn each_profile_offers_its_providers_tool_set() {
             "shell",
             "grep",
             "glob",
+            "update_plan",
         ],
     );
     expect(
@@ -180,6 +181,7 @@ fn each_profile_offers_its_providers_tool_set() {
             "shell",
             "grep",
             "glob",
+            "todo_write",
         ],
     );
     expect(
@@ -193,6 +195,7 @@ fn each_profile_offers_its_providers_tool_set() {
             "grep",
             "glob",
             "list_dir",
+            "write_todos",
         ],
     );
     for kit in KITS {

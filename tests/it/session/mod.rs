@@ -7,6 +7,7 @@ pub mod errors;
 pub mod events;
 pub mod hooks;
 pub mod http;
+pub mod modes;
 pub mod shell;
 pub mod steering;
 pub mod subagents;
