@@ -14,6 +14,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Active, Network, Sandbox, SandboxError, SandboxPolicy};
 
+/// A policy resolved for commands: its sandbox (`None`: full access), or why the kernel
+/// cannot enforce it.
+type Resolved = Result<Option<Arc<Active>>, SandboxError>;
+
 /// The host's ceiling for per-call policies and the policies resolved so far.
 #[derive(Debug)]
 pub(crate) struct PerCall {
@@ -23,7 +27,7 @@ pub(crate) struct PerCall {
     /// per-call policy keeps: without one of the host's, the network on and enforcement
     /// `Required`, so that a read-only mode that cannot be enforced fails, never runs open.
     pub(crate) base: Sandbox,
-    resolved: Mutex<Vec<(SandboxPolicy, Result<Option<Arc<Active>>, SandboxError>)>>,
+    resolved: Mutex<Vec<(SandboxPolicy, Resolved)>>,
 }
 
 impl Default for PerCall {
