@@ -99,6 +99,7 @@ use crate::tools::{RegisteredTool, ToolRegistry};
 
 pub use anthropic::{CONTEXT_1M_BETA, INTERLEAVED_THINKING_BETA, anthropic};
 pub use gemini::gemini;
+pub(crate) use models::known_models;
 use models::{ModelInfo, model_info};
 pub use openai::openai;
 
