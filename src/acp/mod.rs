@@ -67,6 +67,7 @@ mod pump;
 mod rpc;
 mod server;
 mod session;
+mod state;
 mod store;
 
 use std::fmt;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::mapping;
 use super::rpc::{RpcError, code};
-use super::session::Shared;
+use super::state::Shared;
 use crate::llm::{FinishKind, Usage};
 use crate::session::{ApprovalResponder, EventKind, Events, Session, SessionEvent, StopReason};
 use crate::sync::lock;

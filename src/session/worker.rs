@@ -333,14 +333,7 @@ impl Worker {
         self.drain_steering();
 
         // Same bytes on every round of this input: the cacheable prefix.
-        self.prepare_mcp();
-        self.apply_mode_and_model();
-        let tools = self.profile.tools();
-        let mut system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
-        if let Some(note) = self.mode.mode.instructions() {
-            system_prompt.push_str("\n\n");
-            system_prompt.push_str(note);
-        }
+        let (tools, system_prompt) = self.tools_and_prompt();
         self.compaction.account.set_fixed(&system_prompt, &tools);
         let mut request = self.build_request(tools); // once per input; rounds refill it
         self.compaction.this_input = 0;
@@ -430,6 +423,20 @@ impl Worker {
             self.detect_loop(&calls);
         };
         self.end_input(end)
+    }
+
+    /// An input's tools and system prompt: the MCP servers' tools registered, the mode and
+    /// model the host set taken in, and what the mode adds to the prompt.
+    fn tools_and_prompt(&mut self) -> (Vec<ToolDefinition>, String) {
+        self.prepare_mcp();
+        self.apply_mode_and_model();
+        let tools = self.profile.tools();
+        let mut prompt = self.profile.system_prompt_with(&*self.env, &tools);
+        if let Some(note) = self.mode.mode.instructions() {
+            prompt.push_str("\n\n");
+            prompt.push_str(note);
+        }
+        (tools, prompt)
     }
 
     /// Takes in what the host set since the last input: the mode (`Session::set_mode`) and
