@@ -94,6 +94,7 @@
 // allow it below them say why, and every block carries a `// SAFETY:` note.
 #![deny(unsafe_code)]
 
+pub mod acp;
 mod base64;
 mod bytes;
 mod cancel;

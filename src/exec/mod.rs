@@ -165,6 +165,14 @@ pub struct CommandRequest {
     /// Bytes written to the command's standard input (then closed); `None` (the default)
     /// gives it `/dev/null`. Environments that cannot feed standard input ignore it.
     pub stdin: Option<Vec<u8>>,
+    /// The sandbox policy for this command alone; `None` (the default) runs it under the
+    /// environment's own. A session's mode sets it (`read-only` and `plan` ask for
+    /// [`SandboxPolicy::ReadOnly`], `full-access` for [`SandboxPolicy::FullAccess`]).
+    /// [`LocalExecutionEnvironment`] tightens freely and loosens only as far as its host
+    /// allowed ([`LocalExecutionEnvironment::with_per_call_policy_up_to`]); an environment
+    /// that cannot enforce a policy must refuse the command rather than run it unconfined
+    /// (the remote one sends the policy along, and a server that cannot enforce it refuses).
+    pub sandbox: Option<SandboxPolicy>,
 }
 
 impl CommandRequest {
@@ -176,7 +184,15 @@ impl CommandRequest {
             working_dir: None,
             env: BTreeMap::new(),
             stdin: None,
+            sandbox: None,
         }
+    }
+
+    /// Runs the command under `policy` instead of the environment's own (see
+    /// [`sandbox`](Self::sandbox)).
+    pub fn with_sandbox_policy(mut self, policy: SandboxPolicy) -> CommandRequest {
+        self.sandbox = Some(policy);
+        self
     }
 
     /// Feeds `bytes` to the command's standard input (see [`stdin`](Self::stdin)).

@@ -2,8 +2,8 @@
 //! is the way to edit. It assembles tools and settings (grep's summary modes are
 //! `tools::grep`'s Claude Code variant).
 //!
-//! - Tools, in order: `read_file`, `write_file`, `edit_file`, `shell`, `grep`, `glob`, then
-//!   the subagent tools. Parameter names are Claude Code's where the spec asks for it:
+//! - Tools, in order: `read_file`, `write_file`, `edit_file`, `shell`, `grep`, `glob`,
+//!   `todo_write` (Claude Code's `TodoWrite`), then the subagent tools. Parameter names are Claude Code's where the spec asks for it:
 //!   `file_path`, `old_string`, `new_string`, `replace_all`; `read_file` takes `offset` and
 //!   `limit`.
 //! - `grep` has Claude Code's `output_mode`: `content` (matching lines, the default),
@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::tools::{edit_file, glob, grep, read_file, shell, write_file};
+use crate::tools::{edit_file, glob, grep, plan, read_file, shell, write_file};
 
 use super::{ModelInfo, ProviderProfile, aligned, register_all};
 
@@ -73,6 +73,7 @@ pub fn anthropic(model: impl Into<String>) -> ProviderProfile {
             shell::tool(),
             grep::claude_code_tool(),
             glob::tool(),
+            plan::todo_write(),
         ],
     );
     profile

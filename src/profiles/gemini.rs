@@ -3,7 +3,8 @@
 //! settings; its `edit_file` delegates to the shared executor.
 //!
 //! - Tools, in order: `read_file`, `read_many_files`, `write_file`, `edit_file`, `shell`,
-//!   `grep`, `glob`, `list_dir`, then the subagent tools.
+//!   `grep`, `glob`, `list_dir`, `write_todos` (gemini-cli's plan tool), then the subagent
+//!   tools.
 //! - `edit_file` takes gemini-cli's `replace` parameters under the spec's name:
 //!   `file_path`, `old_string`, `new_string`, `allow_multiple` (replace every occurrence)
 //!   and an optional `instruction` (what the edit is for, shown to the user).
@@ -20,7 +21,7 @@
 use serde_json::{Value, json};
 
 use crate::tools::{
-    edit_file, glob, grep, list_dir, read_file, read_many_files, shell, write_file,
+    edit_file, glob, grep, list_dir, plan, read_file, read_many_files, shell, write_file,
 };
 
 use super::{ModelInfo, ProviderProfile, aligned, register_all};
@@ -74,6 +75,7 @@ pub fn gemini(model: impl Into<String>) -> ProviderProfile {
             grep::tool(),
             glob::tool(),
             list_dir::tool(),
+            plan::write_todos(),
         ],
     );
     profile

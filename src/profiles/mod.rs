@@ -7,11 +7,12 @@
 //!
 //! | constructor | provider id | editing tool | other tools | shell default |
 //! |---|---|---|---|---|
-//! | [`openai`](openai())`(model)` | `"openai"` (Responses) | `apply_patch` (v4a; a freeform grammar tool on Responses) | `read_file`, `write_file`, `shell`, `grep`, `glob` | 10 s |
-//! | [`anthropic`](anthropic())`(model)` | `"anthropic"` (Messages) | `edit_file` (`old_string`/`new_string`/`replace_all`) | `read_file`, `write_file`, `shell`, `grep` (with `output_mode`), `glob` | 120 s |
-//! | [`gemini`](gemini())`(model)` | `"gemini"` | `edit_file` (`old_string`/`new_string`/`allow_multiple`/`instruction`) | `read_file`, `read_many_files`, `write_file`, `shell`, `grep`, `glob`, `list_dir` | 10 s |
+//! | [`openai`](openai())`(model)` | `"openai"` (Responses) | `apply_patch` (v4a; a freeform grammar tool on Responses) | `read_file`, `write_file`, `shell`, `grep`, `glob`, `update_plan` | 10 s |
+//! | [`anthropic`](anthropic())`(model)` | `"anthropic"` (Messages) | `edit_file` (`old_string`/`new_string`/`replace_all`) | `read_file`, `write_file`, `shell`, `grep` (with `output_mode`), `glob`, `todo_write` | 120 s |
+//! | [`gemini`](gemini())`(model)` | `"gemini"` | `edit_file` (`old_string`/`new_string`/`allow_multiple`/`instruction`) | `read_file`, `read_many_files`, `write_file`, `shell`, `grep`, `glob`, `list_dir`, `write_todos` | 10 s |
 //!
-//! Every profile also has the subagent tools `spawn_agent`, `send_input`, `wait` and
+//! The last tool before the subagent tools is the plan tool, in the shape of the provider's
+//! own agent (see `tools/plan.rs`). Every profile also has the subagent tools `spawn_agent`, `send_input`, `wait` and
 //! `close_agent` (`tools/subagent.rs`); a session whose depth reaches
 //! `SessionConfig::max_subagent_depth` removes them. The capability flags come from a
 //! documented table by model family (see [`ProviderProfile::with_model`]); parallel tool
@@ -98,6 +99,7 @@ use crate::tools::{RegisteredTool, ToolRegistry};
 
 pub use anthropic::{CONTEXT_1M_BETA, INTERLEAVED_THINKING_BETA, anthropic};
 pub use gemini::gemini;
+pub(crate) use models::known_models;
 use models::{ModelInfo, model_info};
 pub use openai::openai;
 

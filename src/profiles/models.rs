@@ -30,6 +30,17 @@ const TABLE: &[(&str, usize, bool)] = &[
     ("gemini-", 1_048_576, true),
 ];
 
+/// The models a profile of `family` knows by name, newest first: what a host offers in a
+/// model picker (the ACP `model` option). Any other id works too.
+pub(crate) fn known_models(family: &str) -> &'static [&'static str] {
+    match family {
+        "anthropic" => &["claude-opus-4-6", "claude-sonnet-4-5", "claude-haiku-4-5"],
+        "openai" => &["gpt-5.2-codex", "gpt-5", "gpt-5-mini"],
+        "gemini" => &["gemini-3-pro-preview", "gemini-2.5-pro", "gemini-2.5-flash"],
+        _ => &[],
+    }
+}
+
 /// What the profile assumes about `model`, or `None` for a model of no known family: the
 /// longest matching prefix of the table (see
 /// [`ProviderProfile::with_model`](crate::profiles::ProviderProfile::with_model)), a

@@ -2,7 +2,8 @@
 //! way to edit. It only assembles tools and settings; it never talks to a provider.
 //!
 //! - Tools, in order: `read_file`, `apply_patch`, `write_file` (for new files without patch
-//!   overhead), `shell`, `grep`, `glob`, then the subagent tools.
+//!   overhead), `shell`, `grep`, `glob`, `update_plan` (Codex's plan tool), then the subagent
+//!   tools.
 //! - `apply_patch` carries a Lark grammar ([`apply_patch::GRAMMAR`]): on the Responses API
 //!   it is a freeform (`custom`) tool whose input is the patch text itself, as codex offers
 //!   it; other wire formats send it as a JSON function with one string parameter `patch`
@@ -13,7 +14,7 @@
 //!   rounds of a stateless (`store: false`) conversation.
 //! - Project instructions: `AGENTS.md` and `.codex/instructions.md`.
 
-use crate::tools::{apply_patch, glob, grep, read_file, shell, write_file};
+use crate::tools::{apply_patch, glob, grep, plan, read_file, shell, write_file};
 
 use super::{ModelInfo, ProviderProfile, aligned, register_all};
 
@@ -49,6 +50,7 @@ pub fn openai(model: impl Into<String>) -> ProviderProfile {
             shell::tool(),
             grep::tool(),
             glob::tool(),
+            plan::update_plan(),
         ],
     );
     profile

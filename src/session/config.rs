@@ -13,6 +13,7 @@ use super::approval::{Approval, ApprovalHook};
 use super::budget::Budget;
 use super::compaction::CompactionConfig;
 use super::hooks::Hooks;
+use super::mode::SessionMode;
 use crate::llm::ToolCall;
 use crate::llm::pricing::{Price, PriceTable};
 use crate::mcp::{McpHost, McpServer};
@@ -130,6 +131,9 @@ pub struct SessionConfig {
     /// Roots offered to MCP servers (`roots/list`) after the working directory, which is
     /// always the first. Changed during a session with `Session::set_mcp_roots`.
     pub mcp_roots: Vec<PathBuf>,
+    /// The mode of the first input (see [`SessionMode`]); `Session::set_mode` switches it
+    /// later. Default: [`SessionMode::Default`].
+    pub mode: SessionMode,
 }
 
 impl Default for SessionConfig {
@@ -163,6 +167,7 @@ impl Default for SessionConfig {
             structured_output_retries: 3,
             mcp_host: None,
             mcp_roots: Vec::new(),
+            mode: SessionMode::Default,
         }
     }
 }
@@ -198,6 +203,7 @@ impl fmt::Debug for SessionConfig {
             .field("structured_output_retries", &self.structured_output_retries)
             .field("mcp_host", &self.mcp_host.as_ref().map(|_| "host"))
             .field("mcp_roots", &self.mcp_roots)
+            .field("mode", &self.mode)
             .finish()
     }
 }
@@ -327,6 +333,12 @@ impl SessionConfig {
     /// Records every event in the transcript too (see `transcript_events`).
     pub fn with_transcript_events(mut self, enabled: bool) -> SessionConfig {
         self.transcript_events = enabled;
+        self
+    }
+
+    /// Sets the mode of the first input (see [`mode`](Self::mode)).
+    pub fn with_mode(mut self, mode: SessionMode) -> SessionConfig {
+        self.mode = mode;
         self
     }
 

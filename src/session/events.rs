@@ -25,6 +25,7 @@ use super::budget::{BudgetKind, BudgetScope};
 use super::compaction::{CompactionFallback, CompactionReason};
 use super::hooks::HookDecision;
 use crate::llm::{FinishReason, Usage};
+use crate::tools::PlanEntry;
 
 /// Where a session is in its lifecycle (spec §2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -116,7 +117,8 @@ pub enum CloseReason {
 ///   before the call), `Warning`* (context usage), then `AssistantTextStart`,
 ///   `AssistantTextDelta` / `AssistantReasoningDelta`*, `AssistantTextEnd` (also when the
 ///   stream was cut short). Then, for each tool call of the response, `ToolCallStart`,
-///   `ApprovalRequested`?, `ToolCallOutputDelta`*, `ToolCallEnd`. With parallel tool calls
+///   `ApprovalRequested`?, `ToolCallOutputDelta`*, `PlanUpdate`? (a plan tool's call that
+///   succeeded), `ToolCallEnd`. With parallel tool calls
 ///   the events of different calls interleave, but each call's `ToolCallStart` precedes its
 ///   `ToolCallEnd`. After the round: `SteeringInjected`*, `LoopDetection`?.
 /// - A compaction is `ContextCompactionStart` … `ContextCompactionEnd` (with `Warning`s
@@ -400,6 +402,17 @@ pub enum EventKind {
         /// What it decided (a failed hook shows as the denial or `continue` it became).
         decision: HookDecision,
     },
+    /// The model set its plan (a successful call of the profile's plan tool): the whole
+    /// list, each step with its status.
+    PlanUpdate {
+        /// The plan tool's call id.
+        call_id: String,
+        /// Every step, in order.
+        entries: Vec<PlanEntry>,
+        /// Why the plan changed, when the model said (Codex's `explanation`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explanation: Option<String>,
+    },
     /// An event of a subagent this session started (see `spawn_agent` in [`profiles`](crate::profiles)), in the
     /// order the subagent emitted it. The inner event carries the subagent's own session
     /// id; a subagent's own children arrive nested one level deeper.
@@ -439,6 +452,7 @@ impl EventKind {
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::SubagentEvent { .. } => "subagent_event",
             EventKind::HookDecision { .. } => "hook_decision",
+            EventKind::PlanUpdate { .. } => "plan_update",
         }
     }
 }

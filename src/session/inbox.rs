@@ -2,14 +2,15 @@
 //! the state both sides touch (queues, the current input's token, the history).
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 
 use super::Outcome;
 use super::events::SessionState;
 use super::history::History;
+use super::mode::SessionMode;
 use super::structured::Structured;
 use crate::cancel::CancelToken;
 
@@ -41,6 +42,10 @@ pub(crate) struct Shared {
     /// The token of the input being processed (what `interrupt()` cancels).
     pub(crate) current_input: Mutex<Option<CancelToken>>,
     pub(crate) reasoning_effort: Mutex<Option<String>>,
+    /// The mode the next input runs in (`Session::set_mode`); subagents read it too.
+    pub(crate) mode: Arc<Mutex<SessionMode>>,
+    /// The model the next input switches to (`Session::set_model`).
+    pub(crate) model: Mutex<Option<String>>,
     pub(crate) history: Mutex<History>,
     /// Tool calls waiting for an approval answer.
     pub(crate) awaiting: AtomicUsize,

@@ -79,7 +79,7 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::ExecutionEnvironment;
-use crate::llm::{Client, Request, Usage};
+use crate::llm::{Client, Usage};
 use crate::profiles::ProviderProfile;
 
 mod approval;
@@ -99,6 +99,7 @@ mod input_events;
 pub(crate) mod ledger;
 mod loop_detection;
 mod mcp;
+mod mode;
 mod model_call;
 mod run_structured;
 mod structured;
@@ -118,6 +119,7 @@ pub use history::{
 };
 pub use hook_commands::HookCommands;
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
+pub use mode::SessionMode;
 
 use compact::CompactionState;
 use delivery::Listeners;
@@ -234,7 +236,7 @@ impl Session {
         forward: Option<Forward>,
         parent: Option<ParentShare>,
     ) -> Result<Session> {
-        check_provider(&client, &profile)?;
+        model_call::check_provider(&client, &profile)?;
         crate::exec::process::open_files::raise();
         let id = new_session_id();
         let transcript = match (&config.transcript_path, &forward) {
@@ -295,7 +297,7 @@ impl Session {
         client: Client,
         config: SessionConfig,
     ) -> Result<Session> {
-        check_provider(&client, &profile)?;
+        model_call::check_provider(&client, &profile)?;
         let id = new_session_id();
         let resumed = resume::resume(transcript_path.as_ref(), &id, &profile, &*env, &config)?;
         let start = Start {
@@ -322,7 +324,7 @@ impl Session {
         mut config: SessionConfig,
         start: Start,
     ) -> Result<Session> {
-        check_controls(&client, &profile, &config)?;
+        model_call::check_controls(&client, &profile, &config)?;
         // The approval policy is one pre_tool_use hook, after the host's own (subagents
         // get the converted config, so it is converted once).
         if let Some(approval) = config.approval.take() {
@@ -334,6 +336,7 @@ impl Session {
         let listeners = Arc::new(Listeners::default());
         let shared = Arc::new(Shared::default());
         *lock(&shared.reasoning_effort) = config.reasoning_effort.clone();
+        *lock(&shared.mode) = config.mode;
         let history_chars = start.history.approx_chars();
         let assistant_turns = start.history.assistant_turns();
         let compaction = compaction_state(&config, &profile, &start.history);
@@ -361,6 +364,7 @@ impl Session {
             ParentShare {
                 ledger: ledger.clone(),
                 mcp: mcp.clone(),
+                mode: shared.mode.clone(),
             },
         );
         let worker = Worker {
@@ -368,6 +372,7 @@ impl Session {
             cache_key: start.cache_key.unwrap_or_else(|| id.clone()),
             fallback: fallback::Chain::new(&config.fallback_models),
             structured: None,
+            mode: mode::ModeState::new(&env),
             compaction,
             short_id: short_id.clone(),
             loop_detector: LoopDetector::new(config.loop_detection_window),
@@ -552,6 +557,30 @@ impl Session {
         *lock(&self.shared.reasoning_effort) = effort;
     }
 
+    /// Switches the session to `mode` (see [`SessionMode`]) from the next input on: the
+    /// input in progress, if any, finishes in the mode it started in. Fails only when the
+    /// session is closed.
+    pub fn set_mode(&self, mode: SessionMode) -> Result<()> {
+        self.ensure_open()?;
+        *lock(&self.shared.mode) = mode;
+        Ok(())
+    }
+
+    /// The mode the next input runs in.
+    pub fn mode(&self) -> SessionMode {
+        *lock(&self.shared.mode)
+    }
+
+    /// Switches the model from the next input on (the provider stays the profile's; the
+    /// context window and reasoning flag follow the model as in
+    /// [`ProviderProfile::with_model`]). The history carries over. Fails only when the
+    /// session is closed.
+    pub fn set_model(&self, model: impl Into<String>) -> Result<()> {
+        self.ensure_open()?;
+        *lock(&self.shared.model) = Some(model.into());
+        Ok(())
+    }
+
     /// Stops the current input (if any): closes its stream, kills its commands, answers its
     /// pending tool calls with "interrupted" results, emits `PROCESSING_END`, and returns
     /// the session to idle. Queued inputs and follow-ups still run. Returns at once.
@@ -632,43 +661,13 @@ struct Start {
     mcp: Option<mcp::SharedMcp>,
 }
 
-/// The controls of an unattended run, checked before the session starts: a provider for
-/// every fallback profile, prices for a cost budget, a prompt-cache TTL the providers take.
-fn check_controls(
-    client: &Client,
-    profile: &ProviderProfile,
-    config: &SessionConfig,
-) -> Result<()> {
-    for fallback in &config.fallback_models {
-        check_provider(client, fallback)?;
-    }
-    ledger::check_config(config, profile)?;
-    match config.prompt_cache_ttl.map(|ttl| ttl.as_secs_f64()) {
-        None | Some(300.0) | Some(3600.0) => Ok(()),
-        Some(other) => Err(Error::new(
-            ErrorKind::Configuration,
-            format!(
-                "prompt_cache_ttl must be 5 minutes or 1 hour (what providers offer), not \
-                 {other} s"
-            ),
-        )),
-    }
-}
-
-/// Fails with a configuration error if no provider of `client` answers `profile`'s id.
-fn check_provider(client: &Client, profile: &ProviderProfile) -> Result<()> {
-    let probe = Request {
-        provider: Some(profile.id.clone()),
-        ..Request::default()
-    };
-    client.provider_for(&probe).map(|_| ())
-}
-
 /// What a session shares with the subagents it starts: its ledger (a child's spending
-/// is charged to it too) and its MCP servers.
+/// is charged to it too), its MCP servers, and its mode cell (a child starts in the mode
+/// the parent is in).
 pub(crate) struct ParentShare {
     pub(crate) ledger: Arc<Ledger>,
     pub(crate) mcp: Option<mcp::SharedMcp>,
+    pub(crate) mode: Arc<Mutex<SessionMode>>,
 }
 
 /// This session's children. The profile's subagent tools are connected to them (or removed

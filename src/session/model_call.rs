@@ -5,11 +5,12 @@
 
 use std::time::SystemTime;
 
+use super::config::SessionConfig;
 use super::delivery::EventSink;
 use super::events::EventKind;
 use super::history::{AssistantTurn, Turn};
 use crate::cancel::CancelToken;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Result};
 use crate::llm::pricing::PriceTable;
 use crate::llm::{Client, FinishKind, FinishReason, Request, Response, StreamEvent, ToolCall};
 use crate::profiles::ProviderProfile;
@@ -120,4 +121,56 @@ pub(crate) fn assistant_turn(response: Response, tool_calls: Vec<ToolCall>) -> T
         parts: response.message.content,
         timestamp: SystemTime::now(),
     })
+}
+
+/// Emits the events of a provider error; returns whether the session must close.
+pub(crate) fn report_error(events: &EventSink, error: &Error) -> bool {
+    let fatal = super::fallback::is_fatal(error.kind());
+    if error.kind() == ErrorKind::ContextLength {
+        events.emit(EventKind::Warning {
+            message: format!(
+                "the request exceeded the model's context window; shorten the history \
+                 or start a new session ({error})"
+            ),
+            code: "context_length".to_string(),
+        });
+    }
+    events.emit(EventKind::Error {
+        message: error.to_string(),
+        error_kind: error.kind().as_str().to_string(),
+        fatal,
+    });
+    fatal
+}
+
+/// The controls of an unattended run, checked before the session starts: a provider for
+/// every fallback profile, prices for a cost budget, a prompt-cache TTL the providers take.
+pub(crate) fn check_controls(
+    client: &Client,
+    profile: &ProviderProfile,
+    config: &SessionConfig,
+) -> Result<()> {
+    for fallback in &config.fallback_models {
+        check_provider(client, fallback)?;
+    }
+    super::ledger::check_config(config, profile)?;
+    match config.prompt_cache_ttl.map(|ttl| ttl.as_secs_f64()) {
+        None | Some(300.0) | Some(3600.0) => Ok(()),
+        Some(other) => Err(Error::new(
+            ErrorKind::Configuration,
+            format!(
+                "prompt_cache_ttl must be 5 minutes or 1 hour (what providers offer), not \
+                 {other} s"
+            ),
+        )),
+    }
+}
+
+/// Fails with a configuration error if no provider of `client` answers `profile`'s id.
+pub(crate) fn check_provider(client: &Client, profile: &ProviderProfile) -> Result<()> {
+    let probe = Request {
+        provider: Some(profile.id.clone()),
+        ..Request::default()
+    };
+    client.provider_for(&probe).map(|_| ())
 }

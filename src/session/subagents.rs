@@ -45,6 +45,7 @@ use super::delivery::EventSink;
 use super::events::StopReason;
 use super::hook_runner::HookRunner;
 use super::ledger::Ledger;
+use super::mode::SessionMode;
 use super::{Outcome, Session};
 use crate::cancel::CancelToken;
 use crate::exec::{
@@ -121,6 +122,8 @@ pub(crate) struct Subagents {
     children: Mutex<BTreeMap<String, Child>>,
     spawned: AtomicUsize,
     closed: AtomicBool,
+    /// The parent's mode cell: a child starts in the mode the parent is in.
+    mode: Arc<Mutex<SessionMode>>,
 }
 
 impl std::fmt::Debug for Subagents {
@@ -154,6 +157,7 @@ impl Subagents {
             children: Mutex::new(BTreeMap::new()),
             spawned: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            mode: share.mode,
         }
     }
 
@@ -234,6 +238,7 @@ impl Subagents {
                 &directory,
             ));
         }
+        config.mode = *lock(&self.mode);
         let number = self.spawned.fetch_add(1, Ordering::SeqCst) + 1;
         let id = format!("agent-{number}");
         let session = Session::start(
@@ -246,6 +251,7 @@ impl Subagents {
             Some(super::ParentShare {
                 ledger: self.ledger.clone(),
                 mcp: self.mcp.clone(),
+                mode: self.mode.clone(),
             }),
         )
         .map_err(|e| format!("the subagent could not start: {e}"))?;

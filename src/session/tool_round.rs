@@ -27,9 +27,9 @@ use crate::exec::{ExecutionEnvironment, OutputStream};
 use crate::llm::{ToolCall, ToolResult};
 use crate::profiles::ProviderProfile;
 use crate::sync::lock;
-use crate::tools::ToolContext;
 use crate::tools::prepared::{PreparedCall, ToolOutcome};
 use crate::tools::truncate::truncate_tool_output;
+use crate::tools::{ToolContext, plan};
 
 /// What the round needs from the session, borrowed for its duration.
 pub(crate) struct ToolRound<'a> {
@@ -238,6 +238,15 @@ impl ToolRound<'_> {
         } else {
             self.execute_on_helper(call, prepared)
         };
+        if !outcome.is_error {
+            if let Some((entries, explanation)) = plan::plan_of(&call.name, &call.arguments) {
+                self.events.emit(EventKind::PlanUpdate {
+                    call_id: call.id.clone(),
+                    entries,
+                    explanation,
+                });
+            }
+        }
         let post = hooks.post_tool_use(call, &outcome.text, outcome.is_error);
         self.finish_with(call, outcome, started, post)
     }

@@ -28,7 +28,8 @@ use super::hooks::{HookEvent, PromptSource};
 pub(crate) use super::inbox::{Input, Shared};
 use super::ledger::{self, Meter};
 use super::loop_detection::LoopDetector;
-use super::model_call::{ModelCall, RoundEnd, assistant_turn};
+use super::mode::ModeState;
+use super::model_call::{ModelCall, RoundEnd, assistant_turn, report_error};
 use super::structured::{AfterText, Structured};
 use super::tool_round::{ToolRound, cancelled_text};
 use super::transcript::TranscriptWriter;
@@ -117,6 +118,8 @@ pub(crate) struct Worker {
     pub(crate) structured: Option<Box<Structured>>,
     /// The requests' prompt-cache key (see `Start::cache_key`).
     pub(crate) cache_key: String,
+    /// The mode in force and the environment the model's tool calls use.
+    pub(crate) mode: ModeState,
 }
 
 impl Worker {
@@ -343,6 +346,7 @@ impl Worker {
 
         // Same bytes on every round (the cacheable prefix) unless MCP tools change.
         self.prepare_mcp();
+        self.apply_mode_and_model();
         let (mut system_prompt, mut request) = self.input_request();
         self.compaction.this_input = 0;
         self.compaction.bound_warned = false;
@@ -412,7 +416,7 @@ impl Worker {
 
     /// Ends the input with `error`: reported as events, kept in `end`.
     fn fail_input(&self, end: &mut InputEnd, error: Error) -> StopReason {
-        end.fatal = self.report_error(&error);
+        end.fatal = report_error(&self.events, &error);
         end.error = Some(error);
         StopReason::Error
     }
@@ -424,7 +428,11 @@ impl Worker {
         if let Some(structured) = &self.structured {
             tools.push(structured.tool());
         }
-        let system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
+        let mut system_prompt = self.profile.system_prompt_with(&*self.env, &tools);
+        if let Some(note) = self.mode.mode.instructions() {
+            system_prompt.push_str("\n\n");
+            system_prompt.push_str(note);
+        }
         self.compaction.account.set_fixed(&system_prompt, &tools);
         (system_prompt, self.build_request(tools))
     }
@@ -518,6 +526,7 @@ impl Worker {
         let mut next = fallback::adopt(next, &self.profile, &*self.env);
         self.subagents.connect(&mut next.tool_registry);
         let from = std::mem::replace(&mut self.profile, next);
+        self.mode.withdraw_from(&mut self.profile);
         // The next profile's registry holds none of the MCP servers' tools yet.
         self.mcp_registered = Default::default();
         self.prepare_mcp();
@@ -530,6 +539,17 @@ impl Worker {
         }
         self.events.emit(event);
         Ok(())
+    }
+
+    /// Takes in what the host set since the last input: the mode (`Session::set_mode`) and
+    /// the model (`Session::set_model`).
+    fn apply_mode_and_model(&mut self) {
+        let mode = *lock(&self.shared.mode);
+        self.mode.apply(mode, &mut self.profile, &self.env);
+        if let Some(model) = lock(&self.shared.model).take() {
+            self.profile = std::mem::replace(&mut self.profile, ProviderProfile::new("", ""))
+                .with_model(model);
+        }
     }
 
     /// The end of every input: answer open calls, leave the processing state, emit
@@ -586,7 +606,7 @@ impl Worker {
     fn tool_round<'a>(&'a self, cancel: &'a CancelToken) -> ToolRound<'a> {
         ToolRound {
             profile: &self.profile,
-            env: &self.env,
+            env: &self.mode.tool_env,
             config: &self.config,
             events: &self.events,
             state: &self.shared.state,
@@ -741,26 +761,6 @@ impl Worker {
             profile: &self.profile,
             prices: &self.config.prices,
         }
-    }
-
-    /// Emits the events of a provider error; returns whether the session must close.
-    fn report_error(&self, error: &Error) -> bool {
-        let fatal = fallback::is_fatal(error.kind());
-        if error.kind() == ErrorKind::ContextLength {
-            self.events.emit(EventKind::Warning {
-                message: format!(
-                    "the request exceeded the model's context window; shorten the history \
-                     or start a new session ({error})"
-                ),
-                code: "context_length".to_string(),
-            });
-        }
-        self.events.emit(EventKind::Error {
-            message: error.to_string(),
-            error_kind: error.kind().as_str().to_string(),
-            fatal,
-        });
-        fatal
     }
 
     /// Appendix B graceful shutdown: the stream and processes are already stopped (the

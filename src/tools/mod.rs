@@ -36,6 +36,7 @@ pub(crate) mod edit_file;
 pub(crate) mod glob;
 pub(crate) mod grep;
 pub(crate) mod list_dir;
+pub(crate) mod plan;
 pub(crate) mod prepared;
 pub(crate) mod read_file;
 pub(crate) mod read_many_files;
@@ -48,6 +49,7 @@ pub(crate) mod args;
 pub(crate) mod subagent;
 mod text;
 mod tool_error;
+pub use plan::{PlanEntry, PlanStatus};
 pub use tool_error::ToolError;
 
 /// `read_file`: a text file with line numbers (offset and limit), or an image.

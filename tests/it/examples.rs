@@ -71,3 +71,81 @@ fn the_subagents_example_shows_the_child_at_work_and_its_result_in_the_parent() 
     );
     assert!(out.contains("- greets the world"), "{out}");
 }
+
+#[test]
+fn the_acp_agent_example_serves_a_prompt_that_calls_its_own_tool() {
+    use std::io::{BufRead, BufReader, Write};
+    use support::{FAKE_KEY, GENEROUS, Server, turns};
+
+    let server = Server::start(vec![
+        turns::anthropic_turn(
+            "",
+            &[turns::function("c1", "rust_lines", serde_json::json!({}))],
+        ),
+        turns::anthropic_turn("two lines", &[]),
+    ]);
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join("src")).unwrap();
+    std::fs::write(work.path().join("src/main.rs"), "fn main() {\n}\n").unwrap();
+    let mut child = Command::new(example("acp_agent"))
+        .current_dir(work.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("ANTHROPIC_API_KEY", FAKE_KEY)
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cwd = work.path().display().to_string();
+    let mut stdin = child.stdin.take().unwrap();
+    for message in [
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let (tx, lines) = crossbeam_channel::unbounded();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::Builder::new()
+        .name("example-acp-reader".to_string())
+        .spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        })
+        .unwrap();
+    let next = || -> serde_json::Value {
+        serde_json::from_str(&lines.recv_timeout(GENEROUS).expect("a message")).unwrap()
+    };
+    let session = loop {
+        let message = next();
+        if message["id"] == 1 {
+            break message["result"]["sessionId"].as_str().unwrap().to_string();
+        }
+    };
+    let prompt = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "how many lines?"}]}});
+    writeln!(stdin, "{prompt}").unwrap();
+    let mut seen = Vec::new();
+    let answer = loop {
+        let message = next();
+        if message["id"] == 2 {
+            break message;
+        }
+        seen.push(message);
+    };
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let result = seen
+        .iter()
+        .find(|m| m["params"]["update"]["status"] == "completed")
+        .unwrap_or_else(|| panic!("{seen:#?}"));
+    assert_eq!(
+        result["params"]["update"]["content"][0]["content"]["text"],
+        "2 lines in 1 files"
+    );
+    drop(stdin);
+    let status = support::programs::exit_within("the example", move || child.wait());
+    assert_eq!(status.code(), Some(0));
+    reader.join().unwrap();
+}

@@ -205,6 +205,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("profiles", 3),
     ("mcp", 3),
     ("session", 4),
+    // The ACP server drives sessions; nothing below imports it.
+    ("acp", 5),
     // Re-exports for the bench and tests, like the crate root: above everything.
     ("unstable", 9),
 ];

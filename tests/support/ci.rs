@@ -47,3 +47,15 @@ pub fn venv_bin(bin: &str) -> Option<PathBuf> {
         .join(bin);
     installed(path, bin)
 }
+
+/// The npm packages of the ACP tests, `target/ci/acp/node_modules` (the official SDK
+/// `@agentclientprotocol/sdk`, `ajv`, and the `acpx` client), when installed.
+pub fn acp_node_modules() -> Option<PathBuf> {
+    let modules = dir().join("acp/node_modules");
+    installed(
+        modules.join("@agentclientprotocol/sdk/schema/v1/schema.json"),
+        "@agentclientprotocol/sdk",
+    )?;
+    installed(modules.join("ajv/package.json"), "ajv")?;
+    Some(modules)
+}

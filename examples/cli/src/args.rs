@@ -17,10 +17,16 @@ agentloop: a coding agent in your terminal, built on the agentloop library
 USAGE:
     agentloop [OPTIONS] [PROMPT...]
     agentloop mcp list|login NAME|logout NAME --mcp-config FILE [--mcp-tokens FILE]
+    agentloop acp [OPTIONS]
 
     With a PROMPT, runs it once and exits. Without one, reads the prompt from stdin, or,
     when stdin is a terminal, asks for one input after another (Ctrl-D ends).
     Without any API key in the environment, runs an offline demo with a scripted model.
+
+    `agentloop acp` is an Agent Client Protocol agent on stdin and stdout, for editors
+    (Zed, JetBrains IDEs, Neovim, Emacs): it writes nothing but protocol on stdout, logs
+    on stderr, and exits 0 when stdin closes. The provider options apply to its sessions;
+    the editor chooses the directory, the mode and the model.
 
 OPTIONS:
     --provider NAME         anthropic | openai | openai-chat | gemini | demo
@@ -77,6 +83,11 @@ OPTIONS:
                             the workspace stay hidden
     --sandbox-best-effort   run even where the kernel cannot enforce the whole sandbox
                             (a warning names what is not enforced); default: refuse to run
+    --plan                  plan mode: look, don't touch (commands under the read-only
+                            sandbox, no editing tools, the plan tool offered)
+    --sessions-dir DIR      (acp) where sessions are kept for the editor to load
+                            (default: $XDG_STATE_HOME/agentloop/sessions, or
+                            ~/.local/state/agentloop/sessions)
     --json                  print one JSON object per session event on stdout, nothing else
     --transcript PATH       save the session as JSON Lines in PATH (a new file); with
                             --resume, where the continued session is saved instead
@@ -244,6 +255,10 @@ pub struct Options {
     pub output_schema: Option<PathBuf>,
     /// `--cache-ttl`.
     pub cache_ttl: Option<Duration>,
+    /// `--plan`: the session starts in plan mode.
+    pub plan: bool,
+    /// `--sessions-dir`: where `agentloop acp` keeps its sessions.
+    pub sessions_dir: Option<PathBuf>,
 }
 
 /// `agentloop mcp …`: what to do with the servers of `--mcp-config`.
@@ -264,6 +279,8 @@ pub enum Command {
     Run(Box<Options>),
     /// `agentloop mcp …`.
     Mcp(Box<Options>, McpAction),
+    /// Serve the Agent Client Protocol on stdin and stdout.
+    Acp(Box<Options>),
     /// Print [`USAGE`].
     Help,
     /// Print the version.
@@ -288,7 +305,11 @@ fn usage(message: impl Into<String>) -> UsageError {
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageError> {
     let mut options = Options::default();
     let mut words: Vec<String> = Vec::new();
-    let mut args = args.into_iter();
+    let mut args = args.into_iter().peekable();
+    let acp = args.peek().is_some_and(|first| first == "acp");
+    if acp {
+        args.next();
+    }
     while let Some(arg) = args.next() {
         if arg == "--" {
             words.extend(args.by_ref());
@@ -320,6 +341,10 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--allow-unix-socket" => options
                 .allowed_sockets
                 .push(PathBuf::from(non_empty(&name, value("a socket path")?)?)),
+            "--plan" => options.plan = true,
+            "--sessions-dir" => {
+                options.sessions_dir = Some(PathBuf::from(non_empty(&name, value("a directory")?)?))
+            }
             "--provider" => {
                 let text = value("anthropic, openai, openai-chat, gemini or demo")?;
                 options.provider = Some(ProviderName::parse(&text).ok_or_else(|| {
@@ -477,6 +502,23 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
         return Err(usage(
             "--remote and --remote-command exclude each other; give one",
         ));
+    }
+    if acp {
+        if !words.is_empty() {
+            return Err(usage(
+                "agentloop acp takes no prompt: the editor sends the prompts",
+            ));
+        }
+        if options.remote.is_some() || options.remote_command.is_some() || options.json {
+            return Err(usage(
+                "agentloop acp runs its tools locally and speaks only ACP on stdout: \
+                 --remote, --remote-command and --json do not apply",
+            ));
+        }
+        return Ok(Command::Acp(Box::new(options)));
+    }
+    if options.sessions_dir.is_some() {
+        return Err(usage("--sessions-dir applies to agentloop acp"));
     }
     if words.first().map(String::as_str) == Some("mcp") {
         let action = match &words[1..] {
@@ -651,6 +693,24 @@ mod tests {
         let options = run(&["--", "--json", "is", "text"]).unwrap();
         assert!(!options.json);
         assert_eq!(options.prompt.as_deref(), Some("--json is text"));
+    }
+
+    #[test]
+    fn acp_is_a_subcommand_with_the_same_options_and_no_prompt() {
+        let parsed = parse(["acp", "--plan", "--sessions-dir", "/s"].map(String::from)).unwrap();
+        let Command::Acp(options) = parsed else {
+            panic!("expected acp, got {parsed:?}")
+        };
+        assert!(options.plan);
+        assert_eq!(options.sessions_dir, Some(PathBuf::from("/s")));
+        assert!(parse(["acp", "do", "it"].map(String::from)).is_err());
+        assert!(parse(["acp", "--json"].map(String::from)).is_err());
+        assert!(run(&["--sessions-dir", "/s", "go"]).is_err());
+        // `acp` later on the line is a prompt word.
+        assert_eq!(
+            run(&["explain", "acp"]).unwrap().prompt.as_deref(),
+            Some("explain acp")
+        );
     }
 
     #[test]

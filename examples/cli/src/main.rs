@@ -18,6 +18,7 @@
 // tests (`cargo test`) keep libtest's own `main`.
 #![cfg_attr(not(test), no_main)]
 
+mod acp;
 mod args;
 mod control;
 mod demo;
@@ -97,6 +98,10 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     let options = match args::parse(std::env::args().skip(1)) {
         Ok(Command::Run(options)) => *options,
         Ok(Command::Mcp(options, action)) => return mcp::command(&options, &action, &var),
+        Ok(Command::Acp(options)) => {
+            let var = |name: &str| keys.get(name).cloned().or_else(|| std::env::var(name).ok());
+            return acp::run(*options, &var, ctrl_c);
+        }
         Ok(Command::Help) => return print_or_fail(args::USAGE),
         Ok(Command::Version) => {
             return print_or_fail(&format!("agentloop {}\n", env!("CARGO_PKG_VERSION")));
@@ -375,6 +380,9 @@ fn start_session(
     }
     if options.approve == ApproveMode::Ask {
         config = config.with_approval(ask_before_changes);
+    }
+    if options.plan {
+        config = config.with_mode(agentloop::session::SessionMode::Plan);
     }
     if let Some(path) = &options.transcript {
         config = config.with_transcript(path);

@@ -336,6 +336,46 @@ impl LineReader {
     }
 }
 
+/// Reads `fd` as a stream that ends when `wake_fd` becomes readable (a signal came): how
+/// `agentloop acp` treats SIGTERM, SIGHUP and Ctrl-C like the end of its input, so that
+/// every session ends the orderly way.
+pub struct UntilSignal {
+    pub fd: RawFd,
+    pub wake_fd: RawFd,
+}
+
+impl io::Read for UntilSignal {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let mut fds = [self.fd, self.wake_fd].map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            // SAFETY: `fds` is a valid array of two pollfd structs.
+            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(err);
+            }
+            if fds[1].revents != 0 {
+                return Ok(0);
+            }
+            // SAFETY: reading into a live buffer of the given length.
+            let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+}
+
 /// Whether `fd` is a terminal.
 pub fn is_terminal(fd: RawFd) -> bool {
     // SAFETY: isatty only inspects the descriptor.

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use crate::cancel::CancelToken;
 use crate::exec::process::{self, open_files};
-use crate::exec::sandbox::{self, Sandbox, SandboxError};
+use crate::exec::sandbox::per_call::PerCall;
+use crate::exec::sandbox::{self, Sandbox, SandboxError, SandboxPolicy};
 use crate::exec::{
     CommandRequest, DirEntry, EnvPolicy, ExecResult, ExecutionEnvironment, FileContent, FileStat,
     GrepOptions, GrepOutput, OutputCallback, OutputStream, search,
@@ -111,6 +112,9 @@ pub struct LocalExecutionEnvironment {
     max_timeout: Duration,
     /// The sandbox resolved for the working directory; `None` is full access.
     sandbox: Option<std::sync::Arc<sandbox::Active>>,
+    /// How far a command's own policy may loosen, and the policies resolved for commands
+    /// so far (replaced whenever what they were resolved against changes).
+    per_call: Arc<PerCall>,
     /// The working directory with its symlinks resolved, once asked for.
     canonical_dir: std::sync::OnceLock<PathBuf>,
 }
@@ -192,6 +196,7 @@ impl LocalExecutionEnvironment {
             kill_grace: DEFAULT_KILL_GRACE,
             max_timeout: DEFAULT_MAX_TIMEOUT,
             sandbox: None,
+            per_call: Arc::new(PerCall::default()),
             canonical_dir: std::sync::OnceLock::new(),
         })
     }
@@ -219,9 +224,41 @@ impl LocalExecutionEnvironment {
         sandbox: Sandbox,
     ) -> Result<LocalExecutionEnvironment, SandboxError> {
         let tmpdir = self.command_env.get("TMPDIR").map(Path::new);
-        let active = sandbox::Active::new(sandbox, &self.working_dir, tmpdir)?;
+        let active = sandbox::Active::new(sandbox.clone(), &self.working_dir, tmpdir)?;
         self.sandbox = active.restricts().then(|| std::sync::Arc::new(active));
+        self.per_call = Arc::new(PerCall::new(self.per_call.loosest.clone(), sandbox));
         Ok(self)
+    }
+
+    /// Lets a command's own policy ([`CommandRequest::sandbox`], set by a session's mode)
+    /// loosen the environment's sandbox up to `loosest`; by default it may only tighten it
+    /// (a request for more than the ceiling runs under the ceiling). How a host that
+    /// sandboxes by default lets its user pick full access for a session (the ACP
+    /// `full-access` mode) without a second environment:
+    ///
+    /// ```
+    /// use agentloop::exec::{LocalExecutionEnvironment, Sandbox, SandboxPolicy};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let env = LocalExecutionEnvironment::new(dir.path())?
+    ///     .with_sandbox(Sandbox::new(SandboxPolicy::workspace_write()))
+    ///     .map_err(std::io::Error::from)?
+    ///     .with_per_call_policy_up_to(SandboxPolicy::FullAccess);
+    /// # let _ = env;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn with_per_call_policy_up_to(mut self, loosest: SandboxPolicy) -> Self {
+        self.per_call = Arc::new(PerCall::new(Some(loosest), self.per_call.base.clone()));
+        self
+    }
+
+    /// Drops the policies resolved for commands (the working directory, the sandbox or
+    /// `TMPDIR` changed), keeping the ceiling.
+    fn forget_per_call_policies(&mut self) {
+        self.per_call = Arc::new(PerCall::new(
+            self.per_call.loosest.clone(),
+            self.per_call.base.clone(),
+        ));
     }
 
     /// The sandbox in force (`None`: full access).
@@ -252,6 +289,7 @@ impl LocalExecutionEnvironment {
         self.command_env = env::filter(&base_env, &self.policy);
         self.base_env = base_env;
         self.update_redactor();
+        self.forget_per_call_policies();
         self
     }
 
@@ -265,6 +303,7 @@ impl LocalExecutionEnvironment {
         let working_dir = working_dir.into();
         self.working_dir = std::path::absolute(&working_dir).unwrap_or(working_dir);
         self.canonical_dir = std::sync::OnceLock::new();
+        self.forget_per_call_policies();
         self
     }
 
@@ -273,6 +312,7 @@ impl LocalExecutionEnvironment {
         self.command_env = env::filter(&self.base_env, &policy);
         self.policy = policy;
         self.update_redactor();
+        self.forget_per_call_policies();
         self
     }
 
@@ -522,7 +562,14 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         }
         let mut vars = self.command_env.clone();
         vars.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let prepared = match &self.sandbox {
+        let tmpdir = self.command_env.get("TMPDIR").map(Path::new);
+        let active = self.per_call.active(
+            self.sandbox.as_ref(),
+            request.sandbox.as_ref(),
+            &self.working_dir,
+            tmpdir,
+        )?;
+        let prepared = match &active {
             Some(active) => Some(sandbox::spawn::Prepared::new(active, &vars).map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot prepare the sandbox: {e}"))
             })?),

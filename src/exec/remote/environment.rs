@@ -89,7 +89,9 @@ impl ExecutionEnvironment for RemoteExecutionEnvironment {
             "timeout_ms": request.timeout.as_millis() as u64,
             "working_dir": request.working_dir.as_deref().map(path_param).transpose()?,
             "env": request.env,
-            "sandbox": super::FULL_ACCESS,
+            // The call's own policy travels with it; a server that cannot enforce it
+            // refuses the call (version 1 servers enforce only full access).
+            "sandbox": request.sandbox.as_ref().map_or(super::FULL_ACCESS, |p| p.name()),
         });
         if let Some(policy) = &self.env_policy {
             params["env_policy"] = policy_to_json(policy);

@@ -43,6 +43,7 @@ pub(crate) mod beneath;
 // unsafe: Landlock has no libc wrapper, only raw syscalls.
 #[allow(unsafe_code)]
 mod landlock;
+pub(crate) mod per_call;
 mod seccomp;
 mod sockets;
 // unsafe: the cloned child applies mounts, prctl, seccomp and Landlock by raw syscalls.

@@ -7,6 +7,7 @@ pub mod files;
 pub mod hostile_files;
 pub mod launch;
 pub mod open_files;
+pub mod per_call_policy;
 pub mod process;
 pub mod sandbox;
 pub mod search;

@@ -168,6 +168,7 @@ fn each_profile_offers_its_providers_tool_set() {
             "shell",
             "grep",
             "glob",
+            "update_plan",
         ],
     );
     expect(
@@ -179,6 +180,7 @@ fn each_profile_offers_its_providers_tool_set() {
             "shell",
             "grep",
             "glob",
+            "todo_write",
         ],
     );
     expect(
@@ -192,6 +194,7 @@ fn each_profile_offers_its_providers_tool_set() {
             "grep",
             "glob",
             "list_dir",
+            "write_todos",
         ],
     );
     for kit in KITS {

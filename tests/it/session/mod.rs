@@ -10,6 +10,7 @@ pub mod events;
 pub mod fallback;
 pub mod hooks;
 pub mod http;
+pub mod modes;
 pub mod shell;
 pub mod steering;
 pub mod structured;

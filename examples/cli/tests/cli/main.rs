@@ -3,6 +3,8 @@
 //! the loopback model server of the test support. One module per feature of the CLI;
 //! this file holds what they share.
 
+mod acp;
+mod acp_robustness;
 mod compaction;
 mod conformance;
 mod control;
