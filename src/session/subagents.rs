@@ -532,6 +532,19 @@ impl ExecutionEnvironment for SubagentEnvironment {
         });
         self.inner.exec_command(&request, on_output, cancel)
     }
+    fn start_background(
+        &self,
+        request: &CommandRequest,
+        output_limit: usize,
+        on_exit: crate::exec::ExitCallback,
+    ) -> io::Result<Box<dyn crate::exec::BackgroundProcess>> {
+        let mut request = request.clone();
+        request.working_dir = Some(match &request.working_dir {
+            Some(dir) => self.at(dir),
+            None => self.directory.clone(),
+        });
+        self.inner.start_background(&request, output_limit, on_exit)
+    }
     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
         self.inner.grep(pattern, &self.at(path), options)
     }
