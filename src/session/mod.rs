@@ -83,6 +83,7 @@ use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
 
 mod approval;
+mod background;
 mod compact;
 pub mod compaction;
 mod config;
@@ -101,6 +102,7 @@ mod usage;
 mod worker;
 
 pub use approval::{Approval, ApprovalHook, ApprovalResponder};
+pub use background::BackgroundJob;
 pub use config::SessionConfig;
 pub use delivery::{Events, RecvError};
 pub use events::{CloseReason, EventKind, SessionEvent, SessionState, StopReason};
@@ -161,6 +163,7 @@ pub struct Session {
     abort: CancelToken,
     worker: Mutex<Option<JoinHandle<()>>>,
     mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    background: Arc<crate::tools::background::jobs::BackgroundJobs>,
 }
 
 impl fmt::Debug for Session {
@@ -227,6 +230,7 @@ impl Session {
             history: History::new(),
             transcript,
             warnings: Vec::new(),
+            first_background_id: 1,
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -278,6 +282,7 @@ impl Session {
             history: resumed.history,
             transcript: Some(resumed.writer),
             warnings: resumed.warnings,
+            first_background_id: resumed.first_background_id,
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -319,6 +324,12 @@ impl Session {
         }
         let subagents =
             connect_subagents(&mut profile, &env, &client, &config, &events, start.depth);
+        let background = background::registry(
+            &config,
+            &events,
+            start.transcript.clone(),
+            start.first_background_id,
+        );
         let worker = Worker {
             compaction,
             short_id: short_id.clone(),
@@ -339,6 +350,7 @@ impl Session {
             startup_warnings: start.warnings,
             totals: Default::default(),
             mcp: mcp.clone(),
+            background: background.clone(),
         };
         let handle = spawn_worker(&short_id, worker)?;
         Ok(Session {
@@ -350,6 +362,7 @@ impl Session {
             abort,
             worker: Mutex::new(Some(handle)),
             mcp,
+            background,
         })
     }
 
@@ -401,6 +414,15 @@ impl Session {
             Some(mcp) => lock(mcp).statuses(),
             None => Vec::new(),
         }
+    }
+
+    /// The background processes the model started in this session (or that a foreground
+    /// command moved to the background), oldest first: running ones and the ones that
+    /// ended, until the cap makes room or the session ends. [`BackgroundJob::kill`] stops
+    /// one; the session stops all of them when it ends (close, abort, drop), before its
+    /// `SESSION_END`.
+    pub fn background(&self) -> Vec<BackgroundJob> {
+        background::list(&self.background)
     }
 
     /// Queues `input` for processing; returns at once.
@@ -568,6 +590,8 @@ struct Start {
     transcript: Option<Arc<TranscriptWriter>>,
     /// `WARNING` events (code `"transcript"`) to emit after `SESSION_START`.
     warnings: Vec<String>,
+    /// The first id of the session's background processes.
+    first_background_id: u64,
 }
 
 /// Fails with a configuration error if no provider of `client` answers `profile`'s id.

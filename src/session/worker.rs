@@ -39,6 +39,7 @@ use crate::llm::{
 use crate::profiles::ProviderProfile;
 use crate::session::subagents::Subagents;
 use crate::sync::lock;
+use crate::tools::background::jobs::BackgroundJobs;
 
 /// What the host sends the worker through the inbox.
 pub(crate) enum Input {
@@ -120,6 +121,8 @@ pub(crate) struct Worker {
     pub(crate) totals: Totals,
     /// The session's MCP servers, registered into the tool registry before each input.
     pub(crate) mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    /// The session's background processes.
+    pub(crate) background: Arc<BackgroundJobs>,
 }
 
 impl Worker {
@@ -323,7 +326,7 @@ impl Worker {
         };
         self.push_turn(Turn::user(text.clone()));
         self.events.emit(EventKind::UserInput { content: text });
-        self.drain_steering();
+        self.drain_steering_and_exits();
 
         // Same bytes on every round of this input: the cacheable prefix.
         self.prepare_mcp();
@@ -414,7 +417,7 @@ impl Worker {
             if cancel.is_cancelled() {
                 break self.cancelled_stop();
             }
-            self.drain_steering();
+            self.drain_steering_and_exits();
             self.detect_loop(&calls);
         };
         self.end_input(end)
@@ -484,6 +487,7 @@ impl Worker {
             cancel,
             abort: &self.abort,
             short_id: &self.short_id,
+            background: &self.background,
         }
     }
 
@@ -521,6 +525,15 @@ impl Worker {
             self.events
                 .emit(EventKind::SteeringInjected { content: message });
             count += 1;
+        }
+    }
+
+    /// [`drain_steering`](Self::drain_steering), then a note for the model about each
+    /// background process that exited since its last turn (and that it has not seen exit).
+    fn drain_steering_and_exits(&mut self) {
+        self.drain_steering();
+        for note in crate::tools::background::exit_notes(&self.background) {
+            self.push_turn(Turn::steering(note));
         }
     }
 
@@ -703,6 +716,9 @@ impl Worker {
         self.shared.closed.store(true, Ordering::SeqCst);
         // Cancel whatever might still hold a registration on the session token.
         self.abort.cancel();
+        // Background processes end with the session (their groups; their exits are
+        // told before SESSION_END).
+        self.background.end_all();
         // Step 6: close every subagent (each one's SESSION_END precedes ours).
         self.subagents.close_all();
         if let Some(mcp) = &self.mcp {

@@ -62,8 +62,12 @@ pub struct OutputSlice {
 ///
 /// let dir = tempfile::tempdir()?;
 /// let env = LocalExecutionEnvironment::new(dir.path())?;
-/// let request = CommandRequest::new("while read line; do echo \"got $line\"; done", Duration::ZERO);
-/// let cat = env.start_background(&request, Box::new(|_| {}))?;
+/// let request = CommandRequest::new(
+///     "while read line; do echo \"got $line\"; done",
+///     Duration::from_secs(10), // no timeout applies in the background
+/// );
+/// // Each stream keeps at most 64 KiB; nothing to do when it exits.
+/// let cat = env.start_background(&request, 64 * 1024, Box::new(|_| {}))?;
 /// cat.write_stdin(b"hello\n")?;
 /// let cancel = CancelToken::new();
 /// let out = cat.read(OutputStream::Stdout, 0, 1024, Duration::from_secs(20), &cancel)?;

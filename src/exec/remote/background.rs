@@ -217,17 +217,17 @@ impl BackgroundProcess for RemoteBackground {
 }
 
 impl Drop for RemoteBackground {
-    /// Kills the process and makes the server forget it; on a lost connection there is
-    /// nothing left to do (the server ended its processes when its input ended).
+    /// Asks the server to kill the process and forget it, without waiting for the answer:
+    /// a drop may happen anywhere, also on the connection's reader thread (which a wait
+    /// would block). On a lost connection there is nothing left to do: the server ended
+    /// its processes when its input ended.
     fn drop(&mut self) {
         if self.connection.is_closed() {
             return;
         }
-        let _ = self.call(
-            "background/kill",
-            json!({"release": true}),
-            self.kill_limit,
-            None,
-        );
+        let params = json!({"id": self.id, "release": true, "sandbox": super::FULL_ACCESS});
+        if let Ok(call) = self.connection.start("background/kill", params) {
+            self.connection.forget(call.id);
+        }
     }
 }

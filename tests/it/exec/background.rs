@@ -549,6 +549,9 @@ fn under_the_sandbox_a_background_process_that_ignores_nothing_is_killed_without
     let (process, _) = start(&env, "exec sleep 300", LIMIT);
     let started = Instant::now();
     let result = process.kill().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(30), "it waited out the grace");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "it waited out the grace"
+    );
     assert_eq!(result.signal, Some(libc::SIGKILL));
 }
