@@ -98,7 +98,7 @@ pub(crate) fn tool_for(shape: Shape) -> RegisteredTool {
                     "command": {"type": "string", "description": "The command line to run."},
                     "timeout_ms": {"type": "integer", "minimum": 1, "description": "How long the command may run, in milliseconds (not in the background)."},
                     "is_background": {"type": "boolean", "description": "Start it in the background (servers, watchers) and return its PID at once."},
-                    "delay_ms": {"type": "integer", "minimum": 0, "description": "With is_background: wait this long and include its first output."},
+                    "delay_ms": {"type": "integer", "minimum": 0, "description": "With is_background: wait up to this long for its first output and include it."},
                     "description": {"type": "string", "description": "A short description of what the command does, for the user."}
                 },
                 "required": ["command"],

@@ -11,7 +11,7 @@
 //! command that may move to the background (`run.rs`) and the texts (`text.rs`). Nothing
 //! here spawns a process or a thread.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
@@ -183,7 +183,7 @@ pub(crate) fn read(
     ctx: &ToolContext<'_>,
 ) -> String {
     if !wait.is_zero() {
-        job.wait(wait, ctx.cancel);
+        wait_for_output(job, wait, ctx.cancel);
     }
     let exit = job.wait(Duration::ZERO, ctx.cancel);
     let from = if lines.is_some() { [0, 0] } else { job.cursor };
@@ -203,6 +203,44 @@ pub(crate) fn read(
     let mut text = text::sections(&out, &err);
     text.push_str(&text::status(job, exit.as_ref()));
     text
+}
+
+/// How long output must pause before a wait for it ends early.
+const QUIET: Duration = Duration::from_millis(100);
+/// How often a wait for output looks at the streams' totals.
+const LOOK: Duration = Duration::from_millis(20);
+
+/// Waits up to `wait` for `job` to write something the model has not read and then pause
+/// for [`QUIET`] (an answer, a server's start-up lines), or to exit, or `cancel`.
+fn wait_for_output(job: &Job, wait: Duration, cancel: &CancelToken) {
+    let deadline = Instant::now() + wait;
+    let total = || {
+        [OutputStream::Stdout, OutputStream::Stderr]
+            .map(|stream| {
+                job.process
+                    .read(stream, u64::MAX, 0, Duration::ZERO, cancel)
+                    .map_or(0, |slice| slice.total)
+            })
+            .iter()
+            .sum::<u64>()
+    };
+    let seen = job.cursor[0] + job.cursor[1];
+    let (mut last, mut changed) = (seen, Instant::now());
+    loop {
+        let now = Instant::now();
+        if now >= deadline || cancel.is_cancelled() {
+            return;
+        }
+        let now_total = total();
+        if now_total != last {
+            (last, changed) = (now_total, now);
+        } else if last > seen && now.duration_since(changed) >= QUIET {
+            return;
+        }
+        if job.wait((deadline - now).min(LOOK), cancel).is_some() {
+            return;
+        }
+    }
 }
 
 /// The exit notes for the model's next turn: each exited process it has not heard of,
@@ -260,7 +298,8 @@ fn list() -> ToolDefinition {
 
 const READ_DESCRIPTION: &str = "Read what a background process wrote since you last read \
 it (standard output and standard error), and whether it still runs. Give `wait_ms` to wait \
-that long first (or until it exits): useful right after starting a server or a build. \
+up to that long for new output first (it returns once the output pauses, or the process \
+exits): useful right after starting a server or a build. \
 `lines` shows only the last lines of everything kept instead. A process that writes a lot \
 keeps its first and its newest output; a marker says how much was dropped between them.";
 
@@ -272,7 +311,7 @@ fn read_common() -> ToolDefinition {
             "type": "object",
             "properties": {
                 "id": {"type": "integer", "description": "The process's id (from shell or the list)."},
-                "wait_ms": {"type": "integer", "minimum": 0, "description": "How long to wait before reading, in milliseconds; it returns early when the process exits."},
+                "wait_ms": {"type": "integer", "minimum": 0, "description": "How long to wait for new output, in milliseconds; it returns once the output pauses or the process exits."},
                 "lines": {"type": "integer", "minimum": 1, "description": "Show only the last this many lines of each stream."}
             },
             "required": ["id"],
@@ -291,7 +330,7 @@ fn read_gemini() -> ToolDefinition {
             "properties": {
                 "pid": {"type": "integer", "description": "The process id that run_shell_command reported (or the list shows)."},
                 "lines": {"type": "integer", "minimum": 1, "description": "Show only the last this many lines of each stream."},
-                "delay_ms": {"type": "integer", "minimum": 0, "description": "How long to wait before reading, in milliseconds; it returns early when the process exits."}
+                "delay_ms": {"type": "integer", "minimum": 0, "description": "How long to wait for new output, in milliseconds; it returns once the output pauses or the process exits."}
             },
             "required": ["pid"],
             "additionalProperties": false
@@ -315,7 +354,7 @@ fn write_common() -> ToolDefinition {
                 "id": {"type": "integer", "description": "The process's id."},
                 "input": {"type": "string", "description": "The text to write, newlines included."},
                 "close_input": {"type": "boolean", "description": "Close the process's input after writing."},
-                "wait_ms": {"type": "integer", "minimum": 0, "description": "How long to wait for its answer before reading, in milliseconds."}
+                "wait_ms": {"type": "integer", "minimum": 0, "description": "How long to wait for its answer, in milliseconds; it returns once the output pauses."}
             },
             "required": ["id", "input"],
             "additionalProperties": false
@@ -355,7 +394,7 @@ fn write_stdin_codex() -> ToolDefinition {
             "properties": {
                 "session_id": {"type": "integer", "description": "The running command's session id."},
                 "chars": {"type": "string", "description": "Text for its input, newlines included; empty to only read."},
-                "yield_time_ms": {"type": "integer", "minimum": 0, "description": "How long to wait for output before returning, in milliseconds; it returns early when the command exits."}
+                "yield_time_ms": {"type": "integer", "minimum": 0, "description": "How long to wait for output, in milliseconds; it returns once the output pauses or the command exits."}
             },
             "required": ["session_id"],
             "additionalProperties": false

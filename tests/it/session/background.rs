@@ -247,15 +247,34 @@ fn a_model_serves_http_curls_it_reads_the_log_and_stops_it(make: MakeEnv) {
 }
 
 fn an_exit_is_an_event_at_once_and_a_note_in_the_next_request(make: MakeEnv) {
-    let turns = vec![
-        ScriptedTurn::tool_call(
-            "shell",
-            json!({"command": "echo going; sleep 0.2; echo bye >&2; exit 3", "run_in_background": true}),
-        ),
-        ScriptedTurn::tool_call("shell", json!({"command": "sleep 1.5"})),
-        ScriptedTurn::text("noted"),
-    ];
-    let Some(mut h) = harness(make, turns, SessionConfig::default()) else {
+    // The model starts a process that ends with status 3, then runs short foreground
+    // commands until it is told of the exit (at most 200 of them), then answers.
+    let model = ScriptedModel::dynamic(|request| {
+        let texts = support::session::user_texts(request);
+        let told = texts.iter().any(|t| t.contains("Background process 1"));
+        match request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .count()
+        {
+            0 => ScriptedTurn::tool_call(
+                "shell",
+                json!({"command": "echo going; sleep 0.2; echo bye >&2; exit 3",
+                       "run_in_background": true}),
+            ),
+            n if !told && n < 200 => {
+                ScriptedTurn::tool_call("shell", json!({"command": "sleep 0.05"}))
+            }
+            _ => ScriptedTurn::text("noted"),
+        }
+    });
+    let Some(mut h) = harness_with(
+        make,
+        profiles::anthropic("claude-sonnet-4-5"),
+        model,
+        SessionConfig::default().with_loop_detection(false),
+    ) else {
         return;
     };
     h.session.submit("go").unwrap();
@@ -271,27 +290,34 @@ fn an_exit_is_an_event_at_once_and_a_note_in_the_next_request(make: MakeEnv) {
         unreachable!()
     };
     assert_eq!((*id, *exit_code, *stopped), (1, Some(3), false));
-    // At once: while the foreground `sleep` still ran, before its TOOL_CALL_END.
-    let second_end = events
+    // The first request after the event has the note, and none before it.
+    let calls_before = events[..exit]
         .iter()
-        .enumerate()
-        .filter(|(_, e)| matches!(e.kind, EventKind::ToolCallEnd { .. }))
-        .nth(1)
-        .unwrap()
-        .0;
-    assert!(exit < second_end, "{:?}", names(&events));
-    let third = &h.model.requests()[2];
-    let notes: Vec<String> = support::session::user_texts(third)
-        .into_iter()
-        .filter(|t| t.contains("Background process 1"))
-        .collect();
-    assert_eq!(notes.len(), 1, "{:?}", support::session::user_texts(third));
+        .filter(|e| matches!(e.kind, EventKind::AssistantTextStart {}))
+        .count();
+    let requests = h.model.requests();
+    let noted = |request: &Request| {
+        support::session::user_texts(request)
+            .into_iter()
+            .filter(|t| t.contains("Background process 1"))
+            .collect::<Vec<_>>()
+    };
+    assert!(requests[..calls_before].iter().all(|r| noted(r).is_empty()));
+    let notes = noted(&requests[calls_before]);
+    assert_eq!(
+        notes.len(),
+        1,
+        "{:?}",
+        support::session::user_texts(&requests[calls_before])
+    );
     assert!(notes[0].contains("exited with code 3"), "{}", notes[0]);
     assert!(
         notes[0].contains("going") && notes[0].contains("bye"),
         "{}",
         notes[0]
     );
+    // Once: the last request carries the same one note, not a second.
+    assert_eq!(noted(requests.last().unwrap()).len(), 1);
 }
 
 fn position_of(events: &[SessionEvent], is: impl Fn(&EventKind) -> bool) -> usize {
@@ -309,11 +335,11 @@ fn writing_to_a_background_cat_reads_back_what_it_echoed(make: MakeEnv) {
         ),
         ScriptedTurn::tool_call(
             "write_background_input",
-            json!({"id": 1, "input": "ping over a pipe\n", "wait_ms": 300}),
+            json!({"id": 1, "input": "ping over a pipe\n", "wait_ms": 10_000}),
         ),
         ScriptedTurn::tool_call(
             "write_background_input",
-            json!({"id": 1, "input": "last\n", "close_input": true, "wait_ms": 3000}),
+            json!({"id": 1, "input": "last\n", "close_input": true, "wait_ms": 10_000}),
         ),
         ScriptedTurn::text("echoed"),
     ];
@@ -342,12 +368,15 @@ fn a_foreground_command_past_the_threshold_moves_to_the_background_and_keeps_run
     let turns = vec![
         ScriptedTurn::tool_call(
             "shell",
-            json!({"command": "echo started; sleep 1; echo later; exec sleep 300"}),
+            json!({"command": "echo started; sleep 1.5; echo later; exec sleep 300"}),
         ),
-        ScriptedTurn::tool_call("read_background_output", json!({"id": 1, "wait_ms": 3000})),
+        ScriptedTurn::tool_call(
+            "read_background_output",
+            json!({"id": 1, "wait_ms": 10_000}),
+        ),
         ScriptedTurn::text("it runs"),
     ];
-    let config = SessionConfig::default().with_background_after(Duration::from_millis(300));
+    let config = SessionConfig::default().with_background_after(Duration::from_secs(1));
     let Some(mut h) = harness(make, turns, config) else {
         return;
     };
@@ -360,7 +389,7 @@ fn a_foreground_command_past_the_threshold_moves_to_the_background_and_keeps_run
         texts[0]
     );
     assert!(
-        texts[0].contains("still running after 0.3 s"),
+        texts[0].contains("still running after 1.0 s"),
         "{}",
         texts[0]
     );
@@ -395,8 +424,14 @@ fn with_two_processes(make: MakeEnv) -> Option<(Harness, Vec<i32>)> {
             "shell",
             json!({"command": sleeper, "run_in_background": true}),
         ),
-        ScriptedTurn::tool_call("read_background_output", json!({"id": 1, "wait_ms": 500}))
-            .with_tool_call("read_background_output", json!({"id": 2, "wait_ms": 500})),
+        ScriptedTurn::tool_call(
+            "read_background_output",
+            json!({"id": 1, "wait_ms": 10_000}),
+        )
+        .with_tool_call(
+            "read_background_output",
+            json!({"id": 2, "wait_ms": 10_000}),
+        ),
         ScriptedTurn::text("both run"),
     ];
     let mut h = harness(make, turns, SessionConfig::default())?;
@@ -551,11 +586,11 @@ fn the_codex_shape_yields_a_running_command_and_continues_it_with_write_stdin() 
     let turns = vec![
         ScriptedTurn::tool_call(
             "shell",
-            json!({"command": "echo ready; while read l; do echo \"got $l\"; done", "yield_time_ms": 300}),
+            json!({"command": "echo ready; while read l; do echo \"got $l\"; done", "yield_time_ms": 1000}),
         ),
         ScriptedTurn::tool_call(
             "write_stdin",
-            json!({"session_id": 1, "chars": "abc\n", "yield_time_ms": 500}),
+            json!({"session_id": 1, "chars": "abc\n", "yield_time_ms": 10_000}),
         ),
         ScriptedTurn::tool_call("kill_background_process", json!({"session_id": 1})),
         ScriptedTurn::tool_call(
@@ -610,7 +645,7 @@ fn the_gemini_cli_shape_names_processes_by_pid() {
             0 => ScriptedTurn::tool_call(
                 "shell",
                 json!({"command": "echo one; echo two; echo three; exec sleep 300",
-                       "is_background": true, "delay_ms": 500}),
+                       "is_background": true, "delay_ms": 10_000}),
             ),
             1 => {
                 let pid: u64 = last
@@ -699,10 +734,13 @@ fn a_flood_stays_within_the_sessions_buffer_with_the_dropped_middle_marked() {
     let turns = vec![
         ScriptedTurn::tool_call(
             "shell",
-            json!({"command": "yes flood", "run_in_background": true}),
+            json!({"command": "yes flood | head -c 3000000; exec sleep 300", "run_in_background": true}),
         ),
-        ScriptedTurn::tool_call("shell", json!({"command": "sleep 1"})),
-        ScriptedTurn::tool_call("read_background_output", json!({"id": 1})),
+        // Returns once the 3 MB are written and the output pauses.
+        ScriptedTurn::tool_call(
+            "read_background_output",
+            json!({"id": 1, "wait_ms": 10_000}),
+        ),
         ScriptedTurn::text("flooded"),
     ];
     // 1 MiB for the session and its 4 processes: 128 KiB per stream.
@@ -712,7 +750,7 @@ fn a_flood_stays_within_the_sessions_buffer_with_the_dropped_middle_marked() {
     let mut h = harness(local, turns, config).unwrap();
     h.session.submit("flood").unwrap();
     let texts = outputs(&collect_input(&mut h.events));
-    let read = &texts[2];
+    let read = &texts[1];
     assert!(
         read.contains("bytes of output dropped here"),
         "{}",
@@ -742,7 +780,10 @@ fn the_transcript_records_starts_exits_and_reads_and_a_resumed_session_knows_the
             "shell",
             json!({"command": "sleep 300", "run_in_background": true}),
         ),
-        ScriptedTurn::tool_call("read_background_output", json!({"id": 1, "wait_ms": 5000})),
+        ScriptedTurn::tool_call(
+            "read_background_output",
+            json!({"id": 1, "wait_ms": 10_000}),
+        ),
         ScriptedTurn::text("started"),
     ];
     let config = SessionConfig::default().with_transcript(&path);
