@@ -3,6 +3,7 @@
 //! the loopback model server of the test support. One module per feature of the CLI;
 //! this file holds what they share.
 
+mod background;
 mod compaction;
 mod conformance;
 mod hooks;
