@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+mod background;
 mod compaction;
 mod e2e;
 mod exec;
@@ -50,6 +51,7 @@ type Section = (&'static str, fn() -> Vec<Row>);
 const SECTIONS: &[Section] = &[
     ("sse", sse::run),
     ("exec", exec::run),
+    ("background", background::run),
     ("grep", grep::run),
     ("prompt", prompt::run),
     ("loop", loop_::run),
