@@ -14,7 +14,8 @@
 ///   pointer (how `Arc<E>` and `Box<E>` implement the trait).
 ///
 /// Every trait method has a name here, the provided ones (`initialize`, `cleanup`,
-/// `max_command_timeout`, `write_file_if_unchanged`, `warnings`, `files_are_local`) included: a decorator that leaves a provided method out gets the
+/// `max_command_timeout`, `write_file_if_unchanged`, `warnings`, `files_are_local`,
+/// `start_background`) included: a decorator that leaves a provided method out gets the
 /// trait's default, not the inner environment's, so list it to forward it. A name that is not a
 /// method of the trait does not compile. The trait's documentation has an example.
 #[macro_export]
@@ -102,6 +103,17 @@ macro_rules! forward_execution_environment {
         ) -> ::std::io::Result<$crate::exec::ExecResult> {
             $crate::forward_execution_environment!(@to self $to)
                 .exec_command(request, on_output, cancel)
+        }
+    };
+    (@method $to:tt start_background) => {
+        fn start_background(
+            &self,
+            request: &$crate::exec::CommandRequest,
+            output_limit: usize,
+            on_exit: $crate::exec::ExitCallback,
+        ) -> ::std::io::Result<::std::boxed::Box<dyn $crate::exec::BackgroundProcess>> {
+            $crate::forward_execution_environment!(@to self $to)
+                .start_background(request, output_limit, on_exit)
         }
     };
     (@method $to:tt grep) => {

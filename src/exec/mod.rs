@@ -7,8 +7,9 @@
 //! Here: the trait, its value types, the forwarding macro and the wrappers. Beside them,
 //! one folder per part: `local/` (the local implementation: files, environment filtering,
 //! redaction, the mount table), `process/` (one command in its own process group, the
-//! clone that starts it, long-lived stdio children, the descriptor limit), `sandbox/`,
-//! `search/` (grep and glob) and `remote/` (tools on other machines).
+//! clone that starts it, long-lived stdio children, the descriptor limit), `background/`
+//! (commands that outlive their call: handles and output buffers), `sandbox/`, `search/`
+//! (grep and glob) and `remote/` (tools on other machines).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -18,6 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::cancel::CancelToken;
 
+pub(crate) mod background;
 mod forward;
 mod local;
 // unsafe: killpg, waitpid, pipes, pidfds, ppoll, rlimits and the clone are raw syscalls.
@@ -31,6 +33,7 @@ mod sandbox;
 mod search;
 mod wrappers;
 
+pub use background::{BackgroundProcess, ExitCallback, OutputSlice};
 pub use sandbox::{Enforcement, Network, Sandbox, SandboxError, SandboxPolicy};
 
 /// Removes `.` components and resolves `..` against the preceding component, without
@@ -402,7 +405,8 @@ pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 ///     agentloop::forward_execution_environment!(self.0 =>
 ///         read_file, read_bytes, write_file, write_file_if_unchanged, remove_file,
 ///         file_exists, stat, list_directory, grep, glob, initialize, warnings, cleanup,
-///         working_directory, platform, os_version, max_command_timeout, files_are_local);
+///         working_directory, platform, os_version, max_command_timeout, files_are_local,
+///         start_background);
 /// }
 ///
 /// let dir = tempfile::tempdir()?;
@@ -479,6 +483,27 @@ pub trait ExecutionEnvironment: Send + Sync {
         cancel: &CancelToken,
     ) -> io::Result<ExecResult>;
 
+    /// Starts `request.command` in the background and returns its handle at once (see
+    /// [`BackgroundProcess`]): in its own process group, with the environment filtering,
+    /// sandbox and redaction of [`exec_command`](Self::exec_command), and a pipe for its
+    /// standard input that stays open (`request.stdin`, when given, is written to it
+    /// first). `request.timeout` does not apply: the process runs until it exits or is
+    /// killed, or its handle is dropped. Each output stream keeps at most `output_limit`
+    /// bytes (its first quarter and its newest bytes). `on_exit` is called once, on another
+    /// thread, as soon as the process has exited.
+    ///
+    /// The default refuses with an error of kind `Unsupported`, so that an environment
+    /// written before background processes existed keeps compiling and says so.
+    fn start_background(
+        &self,
+        request: &CommandRequest,
+        output_limit: usize,
+        on_exit: ExitCallback,
+    ) -> io::Result<Box<dyn BackgroundProcess>> {
+        let _ = (request, output_limit, on_exit);
+        Err(background::unsupported())
+    }
+
     /// Searches file contents under `path` for the regex `pattern`.
     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput>;
 
@@ -538,7 +563,7 @@ impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for Arc<E> {
             read_file, read_bytes, write_file, write_file_if_unchanged, remove_file,
             file_exists, stat, list_directory, exec_command, grep, glob, initialize, warnings,
             cleanup, working_directory, platform, os_version, max_command_timeout,
-            files_are_local);
+            files_are_local, start_background);
 }
 
 impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for Box<E> {
@@ -546,5 +571,5 @@ impl<E: ExecutionEnvironment + ?Sized> ExecutionEnvironment for Box<E> {
             read_file, read_bytes, write_file, write_file_if_unchanged, remove_file,
             file_exists, stat, list_directory, exec_command, grep, glob, initialize, warnings,
             cleanup, working_directory, platform, os_version, max_command_timeout,
-            files_are_local);
+            files_are_local, start_background);
 }

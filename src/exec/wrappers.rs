@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::{
-    CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, FileContent, FileStat, GrepOptions,
-    GrepOutput, OutputCallback,
+    BackgroundProcess, CommandRequest, DirEntry, ExecResult, ExecutionEnvironment, ExitCallback,
+    FileContent, FileStat, GrepOptions, GrepOutput, OutputCallback,
 };
 use crate::cancel::CancelToken;
 
@@ -85,7 +85,7 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnlyExecutionEnvironm
     crate::forward_execution_environment!(self.inner =>
         read_file, read_bytes, file_exists, stat, list_directory, exec_command, grep, glob,
         initialize, warnings, cleanup, working_directory, platform, os_version,
-        max_command_timeout, files_are_local);
+        max_command_timeout, files_are_local, start_background);
 }
 
 /// A log sink: receives one line per operation.
@@ -247,6 +247,19 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for LoggingExecutionEnvironme
             Err(e) => self.log(format!("exec: error: {e} ({ms} ms)")),
         }
         result
+    }
+    fn start_background(
+        &self,
+        request: &CommandRequest,
+        output_limit: usize,
+        on_exit: ExitCallback,
+    ) -> io::Result<Box<dyn BackgroundProcess>> {
+        self.logged(
+            "background",
+            &request.command,
+            || self.inner.start_background(request, output_limit, on_exit),
+            |process| format!("pid {}", process.pid()),
+        )
     }
     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
         self.logged(

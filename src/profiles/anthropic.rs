@@ -23,7 +23,8 @@ use serde_json::json;
 
 use crate::tools::{edit_file, glob, grep, plan, read_file, shell, write_file};
 
-use super::{ModelInfo, ProviderProfile, aligned, register_all};
+use super::{ModelInfo, ProviderProfile, aligned, register_all, with_background};
+use crate::tools::background::Shape;
 
 /// The provider id (and family) of the profile: the Messages API provider
 /// [`crate::llm::anthropic::Anthropic`].
@@ -66,15 +67,18 @@ pub fn anthropic(model: impl Into<String>) -> ProviderProfile {
     }
     register_all(
         &mut profile,
-        [
-            read_file::tool(),
-            write_file::tool(),
-            edit_file::tool(),
-            shell::tool(),
-            grep::claude_code_tool(),
-            glob::tool(),
-            plan::todo_write(),
-        ],
+        with_background(
+            Shape::Common,
+            [
+                read_file::tool(),
+                write_file::tool(),
+                edit_file::tool(),
+                shell::tool_for(Shape::Common),
+                grep::claude_code_tool(),
+                glob::tool(),
+                plan::todo_write(),
+            ],
+        ),
     );
     profile
 }

@@ -24,7 +24,8 @@ use crate::tools::{
     edit_file, glob, grep, list_dir, plan, read_file, read_many_files, shell, write_file,
 };
 
-use super::{ModelInfo, ProviderProfile, aligned, register_all};
+use super::{ModelInfo, ProviderProfile, aligned, register_all, with_background};
+use crate::tools::background::Shape;
 
 /// The provider id (and family) of the profile: the Gemini API provider
 /// [`crate::llm::gemini::Gemini`].
@@ -66,17 +67,20 @@ pub fn gemini(model: impl Into<String>) -> ProviderProfile {
         .with_provider_options(json!({ ID: { "safetySettings": safety } }));
     register_all(
         &mut profile,
-        [
-            read_file::tool(),
-            read_many_files::tool(),
-            write_file::tool(),
-            edit_file::gemini_cli_tool(),
-            shell::tool(),
-            grep::tool(),
-            glob::tool(),
-            list_dir::tool(),
-            plan::write_todos(),
-        ],
+        with_background(
+            Shape::GeminiCli,
+            [
+                read_file::tool(),
+                read_many_files::tool(),
+                write_file::tool(),
+                edit_file::gemini_cli_tool(),
+                shell::tool_for(Shape::GeminiCli),
+                grep::tool(),
+                glob::tool(),
+                list_dir::tool(),
+                plan::write_todos(),
+            ],
+        ),
     );
     profile
 }

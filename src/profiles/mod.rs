@@ -414,6 +414,22 @@ fn aligned(family: &str, model: String, defaults: ModelInfo) -> ProviderProfile 
     profile
 }
 
+/// `tools` with the background tools of `shape` right after the `shell` tool.
+fn with_background(
+    shape: crate::tools::background::Shape,
+    tools: impl IntoIterator<Item = RegisteredTool>,
+) -> Vec<RegisteredTool> {
+    let mut list = Vec::new();
+    for tool in tools {
+        let shell = tool.definition.name == crate::tools::shell::NAME;
+        list.push(tool);
+        if shell {
+            list.extend(crate::tools::background::tools(shape));
+        }
+    }
+    list
+}
+
 /// Registers `tools` in order, then the subagent tools.
 fn register_all(profile: &mut ProviderProfile, tools: impl IntoIterator<Item = RegisteredTool>) {
     for tool in tools {

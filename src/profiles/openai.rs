@@ -16,7 +16,8 @@
 
 use crate::tools::{apply_patch, glob, grep, plan, read_file, shell, write_file};
 
-use super::{ModelInfo, ProviderProfile, aligned, register_all};
+use super::{ModelInfo, ProviderProfile, aligned, register_all, with_background};
+use crate::tools::background::Shape;
 
 /// The provider id (and family) of the profile: the Responses API provider
 /// [`crate::llm::openai::OpenAi`].
@@ -43,15 +44,18 @@ pub fn openai(model: impl Into<String>) -> ProviderProfile {
     let mut profile = aligned(ID, model.into(), DEFAULT_MODEL_INFO);
     register_all(
         &mut profile,
-        [
-            read_file::tool(),
-            apply_patch::tool(),
-            write_file::tool(),
-            shell::tool(),
-            grep::tool(),
-            glob::tool(),
-            plan::update_plan(),
-        ],
+        with_background(
+            Shape::Codex,
+            [
+                read_file::tool(),
+                apply_patch::tool(),
+                write_file::tool(),
+                shell::tool_for(Shape::Codex),
+                grep::tool(),
+                glob::tool(),
+                plan::update_plan(),
+            ],
+        ),
     );
     profile
 }

@@ -134,6 +134,19 @@ pub struct SessionConfig {
     /// The mode of the first input (see [`SessionMode`]); `Session::set_mode` switches it
     /// later. Default: [`SessionMode::Default`].
     pub mode: SessionMode,
+    /// Most background processes the model may have running at once (the profiles'
+    /// background tools, `Session::background`); one more is refused with an error the
+    /// model reads. Default 8.
+    pub max_background_processes: usize,
+    /// Bytes of background output the session keeps at most, over all its processes:
+    /// each stream of each of the `max_background_processes` keeps its share (its first
+    /// quarter and its newest bytes; the middle is dropped and counted). Default 16 MiB.
+    pub background_output_bytes: usize,
+    /// Moves a foreground command still running after this long to the background
+    /// instead of letting it run on to its timeout (the model is told its id; a command
+    /// whose timeout comes first moves then, instead of being killed). `None` (the
+    /// default): commands run in the foreground until they end or time out.
+    pub background_after: Option<Duration>,
 }
 
 impl Default for SessionConfig {
@@ -168,6 +181,9 @@ impl Default for SessionConfig {
             mcp_host: None,
             mcp_roots: Vec::new(),
             mode: SessionMode::Default,
+            max_background_processes: 8,
+            background_output_bytes: 16 * 1024 * 1024,
+            background_after: None,
         }
     }
 }
@@ -204,6 +220,9 @@ impl fmt::Debug for SessionConfig {
             .field("mcp_host", &self.mcp_host.as_ref().map(|_| "host"))
             .field("mcp_roots", &self.mcp_roots)
             .field("mode", &self.mode)
+            .field("max_background_processes", &self.max_background_processes)
+            .field("background_output_bytes", &self.background_output_bytes)
+            .field("background_after", &self.background_after)
             .finish()
     }
 }
@@ -340,6 +359,35 @@ impl SessionConfig {
     pub fn with_mode(mut self, mode: SessionMode) -> SessionConfig {
         self.mode = mode;
         self
+    }
+
+    /// Sets the cap on background processes running at once (at least 1).
+    pub fn with_max_background_processes(mut self, processes: usize) -> SessionConfig {
+        self.max_background_processes = processes.max(1);
+        self
+    }
+
+    /// Sets the bytes of background output the session keeps at most.
+    pub fn with_background_output_bytes(mut self, bytes: usize) -> SessionConfig {
+        self.background_output_bytes = bytes;
+        self
+    }
+
+    /// Moves foreground commands still running after `after` to the background (see
+    /// `background_after`).
+    pub fn with_background_after(mut self, after: Duration) -> SessionConfig {
+        self.background_after = Some(after);
+        self
+    }
+
+    /// The limits of the session's background processes.
+    pub(crate) fn background_limits(&self) -> crate::tools::background::jobs::Limits {
+        let processes = self.max_background_processes.max(1);
+        crate::tools::background::jobs::Limits {
+            max_processes: processes,
+            output_limit: self.background_output_bytes / processes / 2,
+            move_after: self.background_after,
+        }
     }
 
     /// Sets how the history is compacted ([`CompactionConfig::disabled`] turns it off).

@@ -135,6 +135,9 @@ pub enum CloseReason {
 ///   the tool call that spawned it runs, between rounds, or while the session is idle.
 ///   Each subagent's events keep their own order, and every subagent's `SessionEnd`
 ///   arrives before this session's `SessionEnd`.
+/// - `BackgroundExit` arrives as soon as a background process exits: between any two
+///   events, also while the session is idle. The session ends its processes before it
+///   ends, so their `BackgroundExit`s come before `SessionEnd`.
 /// - `HookDecision` follows each hook call at its point: `session_start` after
 ///   `SessionStart`; `user_prompt_submit` before the `UserInput` (or `SteeringInjected`) it
 ///   is about (a blocked input has `UserInput` and `ProcessingEnd` with stop reason
@@ -413,6 +416,27 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         explanation: Option<String>,
     },
+    /// A background process of this session exited (also one stopped by a kill, by the
+    /// host, or by the end of the session). The model hears of it at its next turn,
+    /// unless it saw the exit already.
+    BackgroundExit {
+        /// The process's id in the session (what the model names it by).
+        id: u64,
+        /// Its process id (on the machine it ran on).
+        pid: u32,
+        /// The command line.
+        command: String,
+        /// Its exit code, when it exited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// The signal that ended it, when one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// It was stopped (a kill by the model or the host, or the session's end).
+        stopped: bool,
+        /// How long it ran, in milliseconds.
+        duration_ms: u64,
+    },
     /// An event of a subagent this session started (see `spawn_agent` in [`profiles`](crate::profiles)), in the
     /// order the subagent emitted it. The inner event carries the subagent's own session
     /// id; a subagent's own children arrive nested one level deeper.
@@ -453,6 +477,7 @@ impl EventKind {
             EventKind::SubagentEvent { .. } => "subagent_event",
             EventKind::HookDecision { .. } => "hook_decision",
             EventKind::PlanUpdate { .. } => "plan_update",
+            EventKind::BackgroundExit { .. } => "background_exit",
         }
     }
 }

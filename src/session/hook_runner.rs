@@ -65,6 +65,17 @@ pub(crate) struct HookRunner<'a> {
 }
 
 impl<'a> HookRunner<'a> {
+    /// In a subagent: the parent's `subagent_stop` hooks, on the parent's stream.
+    pub(crate) fn subagent_stopped(self, answer: &str) {
+        if let Some((parent, agent_id)) = self.events.parent() {
+            let runner = HookRunner {
+                events: parent,
+                ..self
+            };
+            runner.subagent(HookEvent::SubagentStop, agent_id, None, Some(answer));
+        }
+    }
+
     /// The runner of `hooks` for a session whose events go to `events` and whose tools run
     /// in `env` (the hooks' `cwd`).
     pub(crate) fn new(

@@ -39,6 +39,20 @@ impl LoopDetector {
         self.recent.push_back(signature(call));
     }
 
+    /// Records a round's `calls`; the warning for the model when they closed a loop.
+    pub(crate) fn after_round(&mut self, calls: &[ToolCall]) -> Option<String> {
+        for call in calls {
+            self.record(call);
+        }
+        self.check().then(|| {
+            format!(
+                "Loop detected: the last {} tool calls follow a repeating pattern. \
+                 Try a different approach.",
+                self.window
+            )
+        })
+    }
+
     /// Whether the window is full of one repeating pattern. A detection clears the window,
     /// so the next warning needs another full window of repetition.
     pub(crate) fn check(&mut self) -> bool {

@@ -83,6 +83,7 @@ use crate::llm::{Client, Usage};
 use crate::profiles::ProviderProfile;
 
 mod approval;
+mod background;
 mod budget;
 mod compact;
 pub mod compaction;
@@ -110,6 +111,7 @@ mod usage;
 mod worker;
 
 pub use approval::{Approval, ApprovalHook, ApprovalResponder};
+pub use background::BackgroundJob;
 pub use budget::{Budget, BudgetKind, BudgetScope};
 pub use config::SessionConfig;
 pub use delivery::{Events, RecvError};
@@ -126,7 +128,7 @@ use delivery::Listeners;
 use delivery::{EventSink, Forward};
 use ledger::{Ledger, Meter};
 use loop_detection::LoopDetector;
-use subagents::Subagents;
+use subagents::ParentShare;
 use transcript::TranscriptWriter;
 use transcript::resume;
 use worker::{Input, Shared, Worker};
@@ -181,6 +183,7 @@ pub struct Session {
     mcp: Option<mcp::SharedMcp>,
     /// [`SessionConfig::structured_output_retries`], for `run_structured`.
     structured_output_retries: usize,
+    background: Arc<crate::tools::background::jobs::BackgroundJobs>,
 }
 
 impl fmt::Debug for Session {
@@ -255,6 +258,7 @@ impl Session {
             budget_parent: parent.as_ref().map(|p| p.ledger.clone()),
             cache_key: None,
             mcp: parent.and_then(|p| p.mcp),
+            first_background_id: 1,
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -309,6 +313,7 @@ impl Session {
             budget_parent: None,
             cache_key: Some(resumed.first_session_id),
             mcp: None,
+            first_background_id: resumed.first_background_id,
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -354,7 +359,7 @@ impl Session {
             }
         }
         let ledger = Ledger::new(&config, start.budget_parent);
-        let subagents = connect_subagents(
+        let subagents = subagents::connect(
             &mut profile,
             &env,
             &client,
@@ -366,6 +371,12 @@ impl Session {
                 mcp: mcp.clone(),
                 mode: shared.mode.clone(),
             },
+        );
+        let background = background::registry(
+            &config,
+            &events,
+            start.transcript.clone(),
+            start.first_background_id,
         );
         let worker = Worker {
             budget: Meter::new(ledger, &config),
@@ -394,6 +405,7 @@ impl Session {
             mcp: mcp.clone(),
             mcp_owner,
             mcp_registered: Default::default(),
+            background: background.clone(),
         };
         let structured_output_retries = worker.config.structured_output_retries;
         let handle = spawn_worker(&short_id, worker)?;
@@ -407,6 +419,7 @@ impl Session {
             abort,
             worker: Mutex::new(Some(handle)),
             mcp,
+            background,
         })
     }
 
@@ -449,6 +462,15 @@ impl Session {
              first before creating another"
         );
         Events::new(self.events.clone(), self.listeners.clone())
+    }
+
+    /// The background processes the model started in this session (or that a foreground
+    /// command moved to the background), oldest first: running ones and the ones that
+    /// ended, until the cap makes room or the session ends. [`BackgroundJob::kill`] stops
+    /// one; the session stops all of them when it ends (close, abort, drop), before its
+    /// `SESSION_END`.
+    pub fn background(&self) -> Vec<BackgroundJob> {
+        background::list(&self.background)
     }
 
     /// Queues `input` for processing; returns at once.
@@ -659,42 +681,8 @@ struct Start {
     cache_key: Option<String>,
     /// For a subagent: the parent's MCP servers.
     mcp: Option<mcp::SharedMcp>,
-}
-
-/// What a session shares with the subagents it starts: its ledger (a child's spending
-/// is charged to it too), its MCP servers, and its mode cell (a child starts in the mode
-/// the parent is in).
-pub(crate) struct ParentShare {
-    pub(crate) ledger: Arc<Ledger>,
-    pub(crate) mcp: Option<mcp::SharedMcp>,
-    pub(crate) mode: Arc<Mutex<SessionMode>>,
-}
-
-/// This session's children. The profile's subagent tools are connected to them (or removed
-/// at the maximum depth), and the children start from a copy of the profile: each connects
-/// the tools to its own children in turn (or removes them), replacing this connection.
-/// Connected first, so that the copy shares its tools.
-fn connect_subagents(
-    profile: &mut ProviderProfile,
-    env: &Arc<dyn ExecutionEnvironment>,
-    client: &Client,
-    config: &SessionConfig,
-    events: &EventSink,
-    depth: usize,
-    share: ParentShare,
-) -> Arc<Subagents> {
-    Arc::new_cyclic(|weak| {
-        subagents::register(&mut profile.tool_registry, weak.clone(), depth, config);
-        Subagents::new(
-            profile.clone(),
-            env.clone(),
-            client.clone(),
-            config.clone(),
-            events.clone(),
-            depth,
-            share,
-        )
-    })
+    /// The first id of the session's background processes.
+    first_background_id: u64,
 }
 
 /// The compaction state of a session starting with `history`: budgets from the

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cancel::CancelToken;
 use crate::exec::{
-    CommandRequest, ExecResult, ExecutionEnvironment, FileStat, OutputCallback, SandboxPolicy,
+    BackgroundProcess, CommandRequest, ExecResult, ExecutionEnvironment, ExitCallback, FileStat,
+    OutputCallback, SandboxPolicy,
 };
 use crate::profiles::ProviderProfile;
 use crate::tools::RegisteredTool;
@@ -161,6 +162,13 @@ impl ModeState {
         self.mode = mode;
     }
 
+    /// Switches `profile` to `model` (`Session::set_model`), when one was set.
+    pub(crate) fn set_model(&self, model: Option<String>, profile: &mut ProviderProfile) {
+        if let Some(model) = model {
+            *profile = std::mem::replace(profile, ProviderProfile::new("", "")).with_model(model);
+        }
+    }
+
     /// After the profile was replaced (a fallback model): withdraws the mode's tools from
     /// the new profile, which are the ones given back when the mode changes.
     pub(crate) fn withdraw_from(&mut self, profile: &mut ProviderProfile) {
@@ -192,6 +200,18 @@ impl ModeEnvironment {
     }
 }
 
+impl ModeEnvironment {
+    /// The policy a command must run under in this mode, when it is not the request's own.
+    fn policy_for(&self, request: &CommandRequest) -> Option<SandboxPolicy> {
+        match (self.mode.command_policy(), &request.sandbox) {
+            (None, _) | (Some(SandboxPolicy::ReadOnly), Some(SandboxPolicy::ReadOnly)) => None,
+            (Some(SandboxPolicy::ReadOnly), _) => Some(SandboxPolicy::ReadOnly),
+            (Some(_), Some(_)) => None,
+            (Some(policy), None) => Some(policy),
+        }
+    }
+}
+
 impl ExecutionEnvironment for ModeEnvironment {
     fn exec_command(
         &self,
@@ -201,17 +221,27 @@ impl ExecutionEnvironment for ModeEnvironment {
     ) -> io::Result<ExecResult> {
         // Read-only modes always win; full access only fills in a request without a
         // policy of its own (a tool that asked for less keeps it).
-        let policy = match (self.mode.command_policy(), &request.sandbox) {
-            (None, _) | (Some(SandboxPolicy::ReadOnly), Some(SandboxPolicy::ReadOnly)) => None,
-            (Some(SandboxPolicy::ReadOnly), _) => Some(SandboxPolicy::ReadOnly),
-            (Some(_), Some(_)) => None,
-            (Some(policy), None) => Some(policy),
-        };
-        match policy {
+        match self.policy_for(request) {
             None => self.inner.exec_command(request, on_output, cancel),
             Some(policy) => {
                 let request = request.clone().with_sandbox_policy(policy);
                 self.inner.exec_command(&request, on_output, cancel)
+            }
+        }
+    }
+
+    /// A background command runs under the mode's policy as a foreground one does.
+    fn start_background(
+        &self,
+        request: &CommandRequest,
+        output_limit: usize,
+        on_exit: ExitCallback,
+    ) -> io::Result<Box<dyn BackgroundProcess>> {
+        match self.policy_for(request) {
+            None => self.inner.start_background(request, output_limit, on_exit),
+            Some(policy) => {
+                let request = request.clone().with_sandbox_policy(policy);
+                self.inner.start_background(&request, output_limit, on_exit)
             }
         }
     }

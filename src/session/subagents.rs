@@ -143,7 +143,7 @@ impl Subagents {
         config: SessionConfig,
         events: EventSink,
         depth: usize,
-        share: super::ParentShare,
+        share: ParentShare,
     ) -> Subagents {
         Subagents {
             profile,
@@ -248,7 +248,7 @@ impl Subagents {
             config,
             self.depth + 1,
             Some(self.events.forwarding(&id)),
-            Some(super::ParentShare {
+            Some(ParentShare {
                 ledger: self.ledger.clone(),
                 mcp: self.mcp.clone(),
                 mode: self.mode.clone(),
@@ -569,6 +569,19 @@ impl ExecutionEnvironment for SubagentEnvironment {
         });
         self.inner.exec_command(&request, on_output, cancel)
     }
+    fn start_background(
+        &self,
+        request: &CommandRequest,
+        output_limit: usize,
+        on_exit: crate::exec::ExitCallback,
+    ) -> io::Result<Box<dyn crate::exec::BackgroundProcess>> {
+        let mut request = request.clone();
+        request.working_dir = Some(match &request.working_dir {
+            Some(dir) => self.at(dir),
+            None => self.directory.clone(),
+        });
+        self.inner.start_background(&request, output_limit, on_exit)
+    }
     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
         self.inner.grep(pattern, &self.at(path), options)
     }
@@ -590,6 +603,42 @@ impl ExecutionEnvironment for SubagentEnvironment {
     }
     crate::forward_execution_environment!(self.inner =>
         platform, os_version, max_command_timeout, files_are_local);
+}
+
+/// What a session shares with the subagents it starts: its ledger (a child's spending
+/// is charged to it too), its MCP servers, and its mode cell (a child starts in the mode
+/// the parent is in).
+pub(crate) struct ParentShare {
+    pub(crate) ledger: Arc<Ledger>,
+    pub(crate) mcp: Option<super::mcp::SharedMcp>,
+    pub(crate) mode: Arc<Mutex<SessionMode>>,
+}
+
+/// This session's children. The profile's subagent tools are connected to them (or removed
+/// at the maximum depth), and the children start from a copy of the profile: each connects
+/// the tools to its own children in turn (or removes them), replacing this connection.
+/// Connected first, so that the copy shares its tools.
+pub(crate) fn connect(
+    profile: &mut ProviderProfile,
+    env: &Arc<dyn ExecutionEnvironment>,
+    client: &Client,
+    config: &SessionConfig,
+    events: &EventSink,
+    depth: usize,
+    share: ParentShare,
+) -> Arc<Subagents> {
+    Arc::new_cyclic(|weak| {
+        register(&mut profile.tool_registry, weak.clone(), depth, config);
+        Subagents::new(
+            profile.clone(),
+            env.clone(),
+            client.clone(),
+            config.clone(),
+            events.clone(),
+            depth,
+            share,
+        )
+    })
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use crate::exec::{ExecutionEnvironment, OutputStream};
 use crate::llm::{ToolCall, ToolResult};
 use crate::profiles::ProviderProfile;
 use crate::sync::lock;
+use crate::tools::background::jobs::BackgroundJobs;
 use crate::tools::prepared::{PreparedCall, ToolOutcome};
 use crate::tools::truncate::truncate_tool_output;
 use crate::tools::{ToolContext, plan};
@@ -45,6 +46,8 @@ pub(crate) struct ToolRound<'a> {
     pub(crate) abort: &'a CancelToken,
     /// For thread names.
     pub(crate) short_id: &'a str,
+    /// The session's background processes.
+    pub(crate) background: &'a Arc<BackgroundJobs>,
 }
 
 impl ToolRound<'_> {
@@ -277,6 +280,7 @@ impl ToolRound<'_> {
             default_timeout,
             max_timeout,
             allow_outside_working_dir: self.config.allow_outside_working_dir,
+            background: Arc::clone(self.background),
         }
     }
 
@@ -454,6 +458,7 @@ struct CallSetup {
     default_timeout: Duration,
     max_timeout: Duration,
     allow_outside_working_dir: bool,
+    background: Arc<BackgroundJobs>,
 }
 
 /// Runs `prepared`, turning its output chunks into text deltas for `emit` (a character
@@ -478,6 +483,7 @@ fn execute(
         default_timeout: setup.default_timeout,
         max_timeout: setup.max_timeout,
         allow_outside_working_dir: setup.allow_outside_working_dir,
+        background: Some(&setup.background),
     };
     let outcome = prepared.run(&ctx);
     for (stream, rest) in decoder.flush() {

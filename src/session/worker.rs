@@ -43,6 +43,7 @@ use crate::llm::{
 use crate::profiles::ProviderProfile;
 use crate::session::subagents::Subagents;
 use crate::sync::lock;
+use crate::tools::background::jobs::BackgroundJobs;
 
 /// How one input ended.
 struct InputEnd {
@@ -120,6 +121,8 @@ pub(crate) struct Worker {
     pub(crate) cache_key: String,
     /// The mode in force and the environment the model's tool calls use.
     pub(crate) mode: ModeState,
+    /// The session's background processes.
+    pub(crate) background: Arc<BackgroundJobs>,
 }
 
 impl Worker {
@@ -271,7 +274,7 @@ impl Worker {
         if closing.is_none() {
             *lock(&self.shared.state) = SessionState::Idle;
         }
-        self.subagent_stopped(&outcome.text);
+        self.hooks().subagent_stopped(&outcome.text);
         if let Some(reply) = reply {
             let _ = reply.send(outcome);
         }
@@ -342,7 +345,7 @@ impl Worker {
         };
         self.push_turn(Turn::user(text.clone()));
         self.events.emit(EventKind::UserInput { content: text });
-        self.drain_steering();
+        self.drain_steering_and_exits();
 
         // Same bytes on every round (the cacheable prefix) unless MCP tools change.
         self.prepare_mcp();
@@ -408,7 +411,7 @@ impl Worker {
             if let Some(stop) = self.structured.as_ref().and_then(|s| s.stop_after_round()) {
                 break stop;
             }
-            self.drain_steering();
+            self.drain_steering_and_exits();
             self.detect_loop(&calls);
         };
         self.end_input(end)
@@ -545,11 +548,9 @@ impl Worker {
     /// the model (`Session::set_model`).
     fn apply_mode_and_model(&mut self) {
         let mode = *lock(&self.shared.mode);
+        let model = lock(&self.shared.model).take();
         self.mode.apply(mode, &mut self.profile, &self.env);
-        if let Some(model) = lock(&self.shared.model).take() {
-            self.profile = std::mem::replace(&mut self.profile, ProviderProfile::new("", ""))
-                .with_model(model);
-        }
+        self.mode.set_model(model, &mut self.profile);
     }
 
     /// The end of every input: answer open calls, leave the processing state, emit
@@ -580,17 +581,6 @@ impl Worker {
         end
     }
 
-    /// In a subagent: the parent's `subagent_stop` hooks, on the parent's stream.
-    fn subagent_stopped(&self, answer: &str) {
-        if let Some((parent, agent_id)) = self.events.parent() {
-            let runner = HookRunner {
-                events: parent,
-                ..self.hooks()
-            };
-            runner.subagent(HookEvent::SubagentStop, agent_id, None, Some(answer));
-        }
-    }
-
     fn hooks(&self) -> HookRunner<'_> {
         HookRunner::new(&self.config.hooks, &self.events, &*self.env)
     }
@@ -614,6 +604,7 @@ impl Worker {
             cancel,
             abort: &self.abort,
             short_id: &self.short_id,
+            background: &self.background,
         }
     }
 
@@ -654,19 +645,20 @@ impl Worker {
         }
     }
 
+    /// [`drain_steering`](Self::drain_steering), then a note for the model about each
+    /// background process that exited since its last turn (and that it has not seen exit).
+    fn drain_steering_and_exits(&mut self) {
+        self.drain_steering();
+        for note in crate::tools::background::exit_notes(&self.background) {
+            self.push_turn(Turn::steering(note));
+        }
+    }
+
     fn detect_loop(&mut self, calls: &[crate::llm::ToolCall]) {
         if !self.config.enable_loop_detection {
             return;
         }
-        for call in calls {
-            self.loop_detector.record(call);
-        }
-        if self.loop_detector.check() {
-            let message = format!(
-                "Loop detected: the last {} tool calls follow a repeating pattern. \
-                 Try a different approach.",
-                self.config.loop_detection_window
-            );
+        if let Some(message) = self.loop_detector.after_round(calls) {
             self.push_turn(Turn::steering(message.clone()));
             self.events.emit(EventKind::LoopDetection { message });
         }
@@ -769,6 +761,9 @@ impl Worker {
         self.shared.closed.store(true, Ordering::SeqCst);
         // Cancel whatever might still hold a registration on the session token.
         self.abort.cancel();
+        // Background processes end with the session (their groups; their exits are
+        // told before SESSION_END).
+        self.background.end_all();
         // Step 6: close every subagent (each one's SESSION_END precedes ours).
         self.subagents.close_all();
         if let Some(mcp) = self.mcp.as_ref().filter(|_| self.mcp_owner) {

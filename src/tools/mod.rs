@@ -32,6 +32,7 @@ use crate::llm::{ImageData, ToolCall};
 use crate::llm::{FreeformFormat, ToolDefinition};
 
 pub(crate) mod apply_patch;
+pub(crate) mod background;
 pub(crate) mod edit_file;
 pub(crate) mod glob;
 pub(crate) mod grep;
@@ -149,6 +150,9 @@ pub struct ToolContext<'a> {
     /// Whether file tools may touch paths outside the working directory (after `..` is
     /// resolved). Default `false`: such a path is an error telling the model to stay inside.
     pub allow_outside_working_dir: bool,
+    /// The session's background processes (`None` outside a session: the background
+    /// tools then say there are none).
+    pub(crate) background: Option<&'a background::jobs::BackgroundJobs>,
 }
 
 impl<'a> ToolContext<'a> {
@@ -166,6 +170,7 @@ impl<'a> ToolContext<'a> {
             default_timeout: Duration::from_secs(10),
             max_timeout: Duration::from_secs(600),
             allow_outside_working_dir: false,
+            background: None,
         }
     }
 }

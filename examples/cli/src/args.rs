@@ -65,6 +65,10 @@ OPTIONS:
     --context-window TOKENS the model's context window (default: the model's own); the
                             history is compacted before it fills
     --timeout-ms MS         default timeout of shell commands (default 10000)
+    --background-after SECS move a shell command still running after SECS to the
+                            background instead of letting it time out; the model gets
+                            its id (default: never). Background processes end with the
+                            session, also on Ctrl-C twice, SIGTERM or SIGHUP
     --max-retry-wait SECS   the longest wait before retrying a failed model call
                             (default 60); a retry-after asking for more fails at once
     --stream-idle-timeout SECS
@@ -209,6 +213,8 @@ pub struct Options {
     /// `--context-window`: overrides the model's context window.
     pub context_window: Option<usize>,
     pub timeout_ms: Option<u64>,
+    /// `--background-after`: seconds after which a shell command moves to the background.
+    pub background_after: Option<u64>,
     /// `--max-retry-wait`: the longest retry-after honoured, in seconds.
     pub max_retry_wait: Option<u64>,
     /// `--stream-idle-timeout`: the stream's progress timeout, in seconds.
@@ -452,6 +458,13 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                     return Err(usage("--timeout-ms must be at least 1"));
                 }
                 options.timeout_ms = Some(ms);
+            }
+            "--background-after" => {
+                let secs: u64 = number(&name, &value("seconds")?)?;
+                if secs == 0 {
+                    return Err(usage("--background-after must be at least 1 second"));
+                }
+                options.background_after = Some(secs);
             }
             "--max-retry-wait" => options.max_retry_wait = Some(number(&name, &value("seconds")?)?),
             "--stream-idle-timeout" => {

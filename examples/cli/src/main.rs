@@ -375,6 +375,9 @@ fn start_session(
     if let Some(effort) = &options.reasoning_effort {
         config = config.with_reasoning_effort(effort.clone());
     }
+    if let Some(secs) = options.background_after {
+        config = config.with_background_after(std::time::Duration::from_secs(secs));
+    }
     if let Some(ms) = options.timeout_ms {
         config = config.with_default_command_timeout(std::time::Duration::from_millis(ms));
     }
@@ -417,7 +420,13 @@ fn start_session(
 /// `--approve ask`: commands and writes wait for the user; reads and searches run.
 fn ask_before_changes(call: &ToolCall) -> Approval {
     match call.name.as_str() {
-        "shell" | "write_file" | "edit_file" | "apply_patch" => Approval::Ask,
+        // Input for a background process can be commands (a shell started in the background).
+        "shell"
+        | "write_file"
+        | "edit_file"
+        | "apply_patch"
+        | "write_stdin"
+        | "write_background_input" => Approval::Ask,
         _ => Approval::Allow,
     }
 }

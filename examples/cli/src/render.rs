@@ -324,6 +324,27 @@ impl Human {
                 safe(to_provider),
                 safe(to_model)
             )),
+            EventKind::BackgroundExit {
+                id,
+                command,
+                exit_code,
+                signal,
+                stopped,
+                ..
+            } => {
+                let how = match (exit_code, signal) {
+                    (Some(code), _) => format!("exited with code {code}"),
+                    (None, _) if *stopped => "was stopped".to_string(),
+                    (None, Some(signal)) => format!("was killed by signal {signal}"),
+                    (None, None) => "ended".to_string(),
+                };
+                self.line(&format!(
+                    "{}  ↳ background process {id} ({}) {how}{}",
+                    s.dim,
+                    clip(command, 80),
+                    s.reset
+                ))?;
+            }
             EventKind::LoopDetection { message } => self.warn(message),
             EventKind::Warning { message, .. } => self.warn(message),
             EventKind::Error { message, .. } => {

@@ -16,12 +16,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::cancel::CancelToken;
+use crate::exec::background::local as background;
 use crate::exec::process::{self, open_files};
 use crate::exec::sandbox::per_call::PerCall;
 use crate::exec::sandbox::{self, Sandbox, SandboxError, SandboxPolicy};
 use crate::exec::{
-    CommandRequest, DirEntry, EnvPolicy, ExecResult, ExecutionEnvironment, FileContent, FileStat,
-    GrepOptions, GrepOutput, OutputCallback, OutputStream, search,
+    BackgroundProcess, CommandRequest, DirEntry, EnvPolicy, ExecResult, ExecutionEnvironment,
+    ExitCallback, FileContent, FileStat, GrepOptions, GrepOutput, OutputCallback, OutputStream,
+    search,
 };
 use redact::{Redactor, StreamRedactor};
 
@@ -30,7 +32,7 @@ pub(crate) mod files;
 // unsafe: poll(2) for POLLPRI on /proc/self/mountinfo.
 #[allow(unsafe_code)]
 mod mounts;
-mod redact;
+pub(crate) mod redact;
 
 /// How long a process group gets between SIGTERM and SIGKILL by default (spec §5.4).
 const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -459,6 +461,53 @@ impl LocalExecutionEnvironment {
     }
 }
 
+impl LocalExecutionEnvironment {
+    /// What a command of `request` runs with: its directory (which must exist), its whole
+    /// environment, and the sandbox prepared for it (`background`: with a PID namespace
+    /// where one can be made).
+    fn command_setup(
+        &self,
+        request: &CommandRequest,
+        background: bool,
+    ) -> io::Result<(
+        PathBuf,
+        BTreeMap<String, String>,
+        Option<sandbox::spawn::Prepared>,
+    )> {
+        let cwd = match &request.working_dir {
+            Some(dir) => self.resolve(dir),
+            None => self.working_dir.clone(),
+        };
+        if !cwd.is_dir() {
+            return Err(files::error(
+                io::ErrorKind::NotFound,
+                format!(
+                    "cannot run the command in `{}`: no such directory",
+                    cwd.display()
+                ),
+            ));
+        }
+        let mut vars = self.command_env.clone();
+        vars.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let tmpdir = self.command_env.get("TMPDIR").map(Path::new);
+        let active = self.per_call.active(
+            self.sandbox.as_ref(),
+            request.sandbox.as_ref(),
+            &self.working_dir,
+            tmpdir,
+        )?;
+        let prepared = match &active {
+            Some(active) => Some(
+                sandbox::spawn::Prepared::new(active, &vars, background).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot prepare the sandbox: {e}"))
+                })?,
+            ),
+            None => None,
+        };
+        Ok((cwd, vars, prepared))
+    }
+}
+
 /// The canonical form of a directory (itself when it cannot be resolved).
 fn canonical_dir(dir: &Path) -> PathBuf {
     std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
@@ -547,35 +596,9 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         on_output: OutputCallback<'_>,
         cancel: &CancelToken,
     ) -> io::Result<ExecResult> {
-        let cwd = match &request.working_dir {
-            Some(dir) => self.resolve(dir),
-            None => self.working_dir.clone(),
-        };
-        if !cwd.is_dir() {
-            return Err(files::error(
-                io::ErrorKind::NotFound,
-                format!(
-                    "cannot run the command in `{}`: no such directory",
-                    cwd.display()
-                ),
-            ));
-        }
-        let mut vars = self.command_env.clone();
-        vars.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let tmpdir = self.command_env.get("TMPDIR").map(Path::new);
-        let active = self.per_call.active(
-            self.sandbox.as_ref(),
-            request.sandbox.as_ref(),
-            &self.working_dir,
-            tmpdir,
-        )?;
-        let prepared = match &active {
-            Some(active) => Some(sandbox::spawn::Prepared::new(active, &vars).map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot prepare the sandbox: {e}"))
-            })?),
-            None => None,
-        };
+        let (cwd, vars, prepared) = self.command_setup(request, false)?;
         let spec = process::Spawn {
+            detached: None,
             sandbox: prepared.as_ref().map(sandbox::spawn::Prepared::hook),
             command: &request.command,
             cwd: &cwd,
@@ -618,6 +641,37 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         redactor.in_place(&mut result.stdout);
         redactor.in_place(&mut result.stderr);
         Ok(result)
+    }
+
+    /// On a thread of its own (`exec/background/local.rs`); under the sandbox, in a PID
+    /// namespace of its own where the kernel allows one (see the `sandbox` module).
+    fn start_background(
+        &self,
+        request: &CommandRequest,
+        output_limit: usize,
+        on_exit: ExitCallback,
+    ) -> io::Result<Box<dyn BackgroundProcess>> {
+        let (cwd, env, sandbox) = self.command_setup(request, true)?;
+        let process = background::start(
+            background::Start {
+                command: request.command.clone(),
+                cwd,
+                env,
+                kill_grace: self.kill_grace,
+                sandbox,
+                redactor: Arc::clone(&self.redactor),
+                output_limit,
+            },
+            on_exit,
+        )
+        .map_err(|e| {
+            let why = open_files::explain(&e);
+            io::Error::new(e.kind(), format!("failed to start the command: {why}"))
+        })?;
+        if let Some(bytes) = &request.stdin {
+            process.write_stdin(bytes)?;
+        }
+        Ok(Box::new(process))
     }
 
     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {

@@ -122,6 +122,21 @@ pub(crate) fn namespaces_available(namespaces: libc::c_int) -> bool {
         if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
 }
 
+/// Whether a child can be cloned into new `namespaces` at all (a PID namespace, in a user
+/// namespace unless root): the probe exits at once, in them, without touching anything.
+pub(crate) fn clone_succeeds(namespaces: libc::c_int) -> bool {
+    extern "C" fn probe(_: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: _exit ends the probe at once.
+        unsafe { libc::_exit(0) }
+    }
+    // SAFETY: `probe` only exits; it reads nothing through `arg`.
+    let Ok(pid) = (unsafe { clone_child(probe, std::ptr::null_mut(), namespaces) }) else {
+        return false;
+    };
+    matches!(wait_for(pid, 0), Ok(Some(status))
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
+}
+
 /// `waitpid(pid, options)` for a child of ours, retried on `EINTR`: its raw wait status once
 /// it has exited, `None` while it runs (with `WNOHANG`), `Err` when it is not ours to wait
 /// for (any more).

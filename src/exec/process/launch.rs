@@ -14,7 +14,10 @@
 //! 1. every signal with a handler (and `SIGPIPE`, which the Rust runtime ignores) back to
 //!    its default, so that no handler of the host runs on the shared memory; the parent
 //!    blocked all signals around the clone, and the child unblocks them only at the end;
-//! 2. its own process group (`setpgid(0, 0)`);
+//! 2. its own process group (`setpgid(0, 0)`), and for a background process the parent-death
+//!    signal SIGKILL (`PR_SET_PDEATHSIG`: when the thread that started it dies, with the
+//!    agent killed by SIGKILL say, it dies too; as the init of a PID namespace of its own,
+//!    everything it started goes with it);
 //! 3. the three standard descriptors;
 //! 4. the working directory, and the host's own limit on open descriptors when the
 //!    library raised it (`open_files.rs`);
@@ -50,6 +53,9 @@ pub(crate) struct Launch<'a> {
     pub stdin_piped: bool,
     /// The sandbox to apply in the child.
     pub sandbox: Option<Hook>,
+    /// Give the child the parent-death signal SIGKILL (a background process, started by
+    /// a thread that lives as long as it does).
+    pub parent_death: bool,
 }
 
 /// A started child, in its own process group, and the parent's ends of its pipes.
@@ -80,6 +86,7 @@ struct Shared {
     /// Descriptors for the child's stdin, stdout and stderr (all ≥ 3).
     fds: [libc::c_int; 3],
     sandbox: Option<Hook>,
+    parent_death: bool,
     /// The host's own open-descriptor limit, when the library raised it.
     open_files: Option<libc::rlimit>,
     step: AtomicI32,
@@ -155,6 +162,7 @@ pub(crate) fn launch(spec: &Launch<'_>) -> io::Result<Launched> {
         cwd: cwd.as_ptr(),
         fds: [0, 1, 2].map(|i| child_fds[i].as_raw_fd()),
         sandbox: spec.sandbox,
+        parent_death: spec.parent_death,
         open_files: open_files::before(),
         step: AtomicI32::new(0),
         errno: AtomicI32::new(0),
@@ -254,6 +262,11 @@ unsafe fn start_child(shared: &Shared) -> libc::c_int {
         }
         if libc::setpgid(0, 0) < 0 {
             return 1;
+        }
+        if shared.parent_death {
+            // Best effort: without it the process still ends with its session, only not
+            // with an agent killed by SIGKILL.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         }
         for (target, &fd) in shared.fds.iter().enumerate() {
             if libc::dup2(fd, target as libc::c_int) < 0 {

@@ -47,6 +47,7 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::CancelToken;
 use crate::exec::{ExecResult, OutputCallback};
+use detached::Detached;
 use launch::Launch;
 use pump::Pump;
 
@@ -54,6 +55,7 @@ use pump::Pump;
 #[deny(unsafe_code)]
 pub(crate) mod child;
 pub(crate) mod clone;
+pub(crate) mod detached;
 mod launch;
 pub(crate) mod open_files;
 mod pump;
@@ -91,7 +93,15 @@ pub(crate) struct Spawn<'a> {
     pub stdin: Option<&'a [u8]>,
     /// The sandbox to apply in the child between the clone and exec.
     pub sandbox: Option<crate::exec::sandbox::spawn::Hook>,
+    /// A background process: its pid and stdin go to the handle, signals come from it, its
+    /// output is not captured (the callback keeps it), and it gets the parent-death
+    /// signal. `None` for a foreground command.
+    pub detached: Option<&'a Detached>,
 }
+
+/// The timeout of a background process, which has none: it runs until it exits or is
+/// killed (about 30 years, far from any overflow of an `Instant`).
+pub(crate) const NO_TIMEOUT: Duration = Duration::from_secs(1 << 30);
 
 /// The shell: `/bin/bash`, or `/bin/sh` where bash is missing.
 fn shell() -> &'static CStr {
@@ -126,8 +136,9 @@ pub(crate) fn run(
         args: &["-c", spec.command],
         env: spec.env,
         cwd: spec.cwd,
-        stdin_piped: spec.stdin.is_some(),
+        stdin_piped: spec.stdin.is_some() || spec.detached.is_some(),
         sandbox: spec.sandbox,
+        parent_death: spec.detached.is_some(),
     })
     .map_err(|e| {
         let shell = shell().to_string_lossy();
@@ -135,10 +146,17 @@ pub(crate) fn run(
         io::Error::new(e.kind(), format!("failed to spawn `{shell}`: {why}"))
     })?;
     let mut group = Group::new(child.pid);
-    let input = child.stdin;
+    group.init_of_namespace = spec
+        .sandbox
+        .is_some_and(|hook| hook.clone_flags() & libc::CLONE_NEWPID != 0);
+    let mut input = child.stdin;
     // The calling thread reads both pipes while it waits: no reader thread per command.
     let mut pump = Pump::new(child.stdout, child.stderr, on_output)?;
     pump.watch_exit(child.pid);
+    if let Some(detached) = spec.detached {
+        pump.without_capture();
+        detached.attach(child.pid, input.take(), pump.waker());
+    }
     let waker = pump.waker();
     let cancel_guard = cancel.on_cancel(move || waker.wake());
     let stop = AtomicBool::new(false);
@@ -154,7 +172,7 @@ pub(crate) fn run(
                 .ok(),
             _ => None,
         };
-        let ending = group.wait_main(&mut pump, deadline, cancel);
+        let ending = group.wait_main(&mut pump, deadline, cancel, spec.detached);
         if ending != Ending::Exited {
             group.terminate_while(spec.kill_grace, &mut |pause| pump.pass(pause));
         }
@@ -210,6 +228,10 @@ pub(super) struct Group {
     reaped: bool,
     /// The shell's status; `None` if someone else reaped it.
     status: Option<ExitStatus>,
+    /// The shell is the init of a PID namespace of its own: a signal it has no handler for
+    /// is not delivered to it (but SIGKILL), and its end ends every process of the
+    /// namespace.
+    init_of_namespace: bool,
 }
 
 impl Group {
@@ -219,6 +241,7 @@ impl Group {
             pgid: pid,
             reaped: false,
             status: None,
+            init_of_namespace: false,
         }
     }
 
@@ -255,17 +278,22 @@ impl Group {
 
     /// Waits for the shell to exit, the deadline, or the cancel, whichever comes first.
     /// The shell is polled with a growing pause; a pipe reaching end-of-file (usually the
-    /// shell exiting) or a cancel cuts the pause short.
+    /// shell exiting) or a cancel cuts the pause short. A background process's queued
+    /// signals are sent here, while the shell is not yet reaped.
     fn wait_main(
         &mut self,
         pump: &mut Pump<'_>,
         deadline: Instant,
         cancel: &CancelToken,
+        detached: Option<&Detached>,
     ) -> Ending {
         let mut pause = MIN_POLL;
         loop {
             if self.try_reap() {
                 return Ending::Exited;
+            }
+            for signal in detached.map(Detached::take_signals).unwrap_or_default() {
+                self.signal(signal);
             }
             if cancel.is_cancelled() {
                 return Ending::Cancelled;
@@ -310,12 +338,32 @@ impl Group {
             if self.try_reap() && !self.has_live_members() {
                 return true;
             }
+            self.kill_deaf_init();
             let now = Instant::now();
             if now >= deadline {
                 return false;
             }
             sleep(pause.min(deadline - now));
             pause = (pause * 2).min(MAX_POLL);
+        }
+    }
+
+    /// The init of a PID namespace does not receive the SIGTERM it has no handler for,
+    /// where any other process would die of it. Once it is the last live process of its
+    /// group (the others had their SIGTERM), and it neither catches nor ignores SIGTERM,
+    /// it gets the SIGKILL that ends it as SIGTERM would have, instead of lasting out the
+    /// grace period.
+    fn kill_deaf_init(&self) {
+        if !self.init_of_namespace || self.reaped {
+            return;
+        }
+        let others = live_members_from_proc(self.pgid, Some(self.pgid)).unwrap_or(true);
+        if !others && !handles_sigterm(self.pgid) {
+            // SAFETY: kill only sends a signal; `pgid` is our unreaped child's pid, which
+            // cannot have been reused.
+            unsafe {
+                libc::kill(self.pgid, libc::SIGKILL);
+            }
         }
     }
 
@@ -335,7 +383,7 @@ impl Group {
         // SAFETY: signal 0 only checks that the group exists and may be signalled.
         let exists = unsafe { libc::killpg(self.pgid, 0) } == 0
             || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-        exists && live_members_from_proc(self.pgid).unwrap_or(true)
+        exists && live_members_from_proc(self.pgid, None).unwrap_or(true)
     }
 }
 
@@ -348,9 +396,9 @@ impl Drop for Group {
     }
 }
 
-/// Whether `/proc` lists a process of group `pgid` that is not a zombie; `None` where
-/// `/proc` cannot tell (not Linux, or not mounted).
-fn live_members_from_proc(pgid: libc::pid_t) -> Option<bool> {
+/// Whether `/proc` lists a process of group `pgid` that is not a zombie (other than
+/// `except`); `None` where `/proc` cannot tell (not Linux, or not mounted).
+fn live_members_from_proc(pgid: libc::pid_t, except: Option<libc::pid_t>) -> Option<bool> {
     if !cfg!(target_os = "linux") {
         return None;
     }
@@ -359,6 +407,9 @@ fn live_members_from_proc(pgid: libc::pid_t) -> Option<bool> {
     for entry in entries.flatten() {
         let name = entry.file_name();
         if !name.as_encoded_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        if except.is_some_and(|pid| name.to_str() == Some(pid.to_string().as_str())) {
             continue;
         }
         stat.clear();
@@ -376,6 +427,25 @@ fn live_members_from_proc(pgid: libc::pid_t) -> Option<bool> {
         }
     }
     Some(false)
+}
+
+/// Whether process `pid` catches or ignores SIGTERM (`SigCgt`/`SigIgn` of
+/// `/proc/PID/status`); `true` when that cannot be read, so that nothing is killed early.
+fn handles_sigterm(pid: libc::pid_t) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    let bit = 1u64 << (libc::SIGTERM - 1);
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+    };
+    match (mask("SigCgt:"), mask("SigIgn:")) {
+        (Some(caught), Some(ignored)) => (caught | ignored) & bit != 0,
+        _ => true,
+    }
 }
 
 /// State and process group from a `/proc/PID/stat` line: `pid (comm) state ppid pgrp …`.

@@ -39,6 +39,8 @@ pub(super) struct Pump<'a> {
     pipes: [File; 2],
     open: [bool; 2],
     captures: [Capture; 2],
+    /// Whether output is kept in `captures` (a background process keeps its own buffers).
+    capture: bool,
     on_output: OutputCallback<'a>,
     /// Readable once a [`Waker`] wrote to it: a cancel. Shared with the wakers, so that a
     /// cancel callback running late never writes to a closed (and reused) number.
@@ -79,12 +81,19 @@ impl<'a> Pump<'a> {
             pipes: [File::from(stdout), File::from(stderr)],
             open: [true, true],
             captures: [Capture::default(), Capture::default()],
+            capture: true,
             on_output,
             // SAFETY: eventfd succeeded: a new descriptor nothing else owns.
             wake: Arc::new(unsafe { OwnedFd::from_raw_fd(fd) }),
             exit: None,
             buf: Vec::new(),
         })
+    }
+
+    /// Keeps no capture: the output goes to the callback only (a background process's
+    /// callback keeps it in buffers of its own, which its reader reads from).
+    pub(super) fn without_capture(&mut self) {
+        self.capture = false;
     }
 
     /// Makes the exit of our child `pid` end the current wait, once. Without a pidfd
@@ -232,7 +241,9 @@ impl<'a> Pump<'a> {
         match self.pipes[i].read(&mut self.buf) {
             Ok(n) if n > 0 => {
                 (self.on_output)(STREAMS[i], &self.buf[..n]);
-                self.captures[i].push(&self.buf[..n]);
+                if self.capture {
+                    self.captures[i].push(&self.buf[..n]);
+                }
                 if n == self.buf.len() && n < CHUNK {
                     self.buf.resize(n * 2, 0);
                 }
@@ -402,6 +413,7 @@ mod tests {
             cwd: Path::new("/"),
             stdin_piped: false,
             sandbox: None,
+            parent_death: false,
         })
         .unwrap();
         let mut group = Group::new(child.pid);

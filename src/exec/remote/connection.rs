@@ -20,8 +20,8 @@ use serde_json::Value;
 use super::RemoteError;
 use super::protocol::{self, Line, MAX_LINE};
 use crate::base64::decode as decode_base64;
-use crate::exec::OutputStream;
 use crate::exec::process::child::{StdioChild, StdioChildSpec};
+use crate::exec::{ExecResult, ExitCallback, OutputStream};
 
 /// How long a closed connection waits for the server to exit on its own (it ends its
 /// running commands first) before its group is terminated.
@@ -45,6 +45,10 @@ pub(crate) enum Incoming {
 #[derive(Default)]
 struct Pending {
     waiting: HashMap<u64, Sender<Incoming>>,
+    /// What to tell when a background process (named by the id of the call that started
+    /// it) exits: called on the reader thread, or with a lost-connection result when the
+    /// connection ends first.
+    exits: HashMap<u64, ExitCallback>,
     /// Why the connection ended, once it has.
     closed: Option<RemoteError>,
 }
@@ -144,6 +148,39 @@ impl Connection {
             return Err(e);
         }
         Ok(Call { id, rx })
+    }
+
+    /// Sends a `background/start` request whose process's exit `on_exit` hears: registered
+    /// before the request is sent, so that an exit right after the start is never missed.
+    pub(crate) fn start_background(
+        &self,
+        params: Value,
+        on_exit: ExitCallback,
+    ) -> Result<Call, RemoteError> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        {
+            let mut pending = self.lock_pending();
+            if pending.closed.is_some() {
+                drop(pending);
+                return Err(self.closed(String::new()));
+            }
+            pending.waiting.insert(id, tx);
+            pending.exits.insert(id, on_exit);
+        }
+        let request = protocol::request(id, "background/start", params);
+        if let Err(e) = self.send(&request) {
+            let mut pending = self.lock_pending();
+            pending.waiting.remove(&id);
+            pending.exits.remove(&id);
+            return Err(e);
+        }
+        Ok(Call { id, rx })
+    }
+
+    /// Forgets the exit callback of background process `id` (it never started).
+    pub(crate) fn forget_exit(&self, id: u64) {
+        self.lock_pending().exits.remove(&id);
     }
 
     /// Sends a notification (no answer).
@@ -263,10 +300,21 @@ fn read_loop(mut reader: impl io::BufRead, pending: &Mutex<Pending>, label: &str
             Err(detail) => break RemoteError::Malformed { detail },
         }
     };
-    let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
-    pending.closed = Some(reason.clone());
-    for (_, waiting) in pending.waiting.drain() {
-        let _ = waiting.send(Incoming::Closed(reason.clone()));
+    let exits = {
+        let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.closed = Some(reason.clone());
+        for (_, waiting) in pending.waiting.drain() {
+            let _ = waiting.send(Incoming::Closed(reason.clone()));
+        }
+        std::mem::take(&mut pending.exits)
+    };
+    // The server ends its background processes when its input ends: they are gone.
+    let lost = ExecResult {
+        cancelled: true,
+        ..ExecResult::default()
+    };
+    for (_, on_exit) in exits {
+        on_exit(&lost);
     }
     reason
 }
@@ -296,6 +344,27 @@ fn dispatch(line: &[u8], pending: &Mutex<Pending>) -> Result<(), String> {
             .ok_or_else(|| format!("output that is not base64: {}", shown()))?;
         if let Some(tx) = waiting(call) {
             let _ = tx.send(Incoming::Output(stream, data));
+        }
+        return Ok(());
+    }
+    if message.get("method").and_then(Value::as_str) == Some("background/exit") {
+        let params = &message["params"];
+        let (Some(id), Ok(exit)) = (
+            params["id"].as_u64(),
+            super::codec::exec_result_from_json(&params["exit"]),
+        ) else {
+            return Err(format!(
+                "a background exit without its id or result: {}",
+                shown()
+            ));
+        };
+        let on_exit = pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .exits
+            .remove(&id);
+        if let Some(on_exit) = on_exit {
+            on_exit(&exit);
         }
         return Ok(());
     }

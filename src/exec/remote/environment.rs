@@ -130,6 +130,15 @@ impl ExecutionEnvironment for RemoteExecutionEnvironment {
         decoded("process/start", exec_result_from_json(&result))
     }
 
+    fn start_background(
+        &self,
+        request: &CommandRequest,
+        output_limit: usize,
+        on_exit: crate::exec::ExitCallback,
+    ) -> io::Result<Box<dyn crate::exec::BackgroundProcess>> {
+        self.start_remote_background(request, output_limit, on_exit)
+    }
+
     fn grep(&self, pattern: &str, path: &Path, options: &GrepOptions) -> io::Result<GrepOutput> {
         let params = json!({
             "pattern": pattern,

@@ -8,9 +8,11 @@
 //! the local machine on the remote environment's behalf: platform, OS version and
 //! working directory come from the server's `hello`.
 
+mod background;
 mod codec;
 mod connection;
 pub mod protocol;
+mod serve_background;
 mod server;
 // unsafe: the exec-server program installs its signal handler with sigaction.
 #[allow(unsafe_code)]
@@ -173,7 +175,7 @@ impl fmt::Display for RemoteError {
             } => write!(
                 f,
                 "the exec-server `{server}` speaks protocol version {server_version}, this \
-                 client speaks {client_version}: install the exec-server of the same \
+                 client speaks version {client_version}: install the exec-server of the same \
                  agentloop release"
             ),
             RemoteError::NoAnswer { method, waited } => {

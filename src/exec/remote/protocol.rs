@@ -1,4 +1,4 @@
-//! The exec-server protocol, version 1: its whole specification (this comment) and its
+//! The exec-server protocol, version 2: its whole specification (this comment) and its
 //! encoding (JSON values, base64, bounded line reads). It never performs I/O on anything
 //! but the reader it is given and never spawns.
 //!
@@ -18,13 +18,13 @@
 //! Every request has an integer `id` chosen by the client; responses carry the same `id`
 //! and may arrive in any order: one connection carries many calls at once, and the server
 //! runs each call on its own thread. Paths are strings, relative ones resolved against
-//! the working directory the `hello` call set. Each call may carry `"sandbox"`; version 1
+//! the working directory the `hello` call set. Each call may carry `"sandbox"`; version 2
 //! knows only `"full-access"` (the default) and refuses any other value with `-32602`,
 //! so a policy is never silently dropped.
 //!
 //! | method | params | result |
 //! |---|---|---|
-//! | `hello` | `protocol_version` (1), `client` (name), `working_directory` (optional, absolute) | `protocol_version`, `server`, `working_directory`, `platform`, `os_version`, `max_command_timeout_ms`, `max_line_bytes`, `sandbox` (list of known policies) |
+//! | `hello` | `protocol_version` (2), `client` (name), `working_directory` (optional, absolute) | `protocol_version`, `server`, `working_directory`, `platform`, `os_version`, `max_command_timeout_ms`, `max_line_bytes`, `sandbox` (list of known policies) |
 //! | `process/start` | `command`, `timeout_ms`, `working_dir`?, `env` (object)?, `env_policy` {`inherit`: `all`/`core`/`nothing`, `include`, `exclude`}?, `kill_grace_ms`? | the command's result once it has ended: `stdout`, `stderr`, `exit_code`, `signal`, `timed_out`, `cancelled`, `duration_us`, `stdout_bytes`, `stderr_bytes`, `capture_truncated`, `escaped_processes` |
 //! | `fs/readFile` | `path`, `offset`?, `limit`? | `text`, `size`, `total_lines` |
 //! | `fs/readBytes` | `path` | `data` (base64) |
@@ -44,6 +44,27 @@
 //! notification `process/cancel` {`call`}: the server terminates the command's process
 //! group (SIGTERM, the grace, SIGKILL) and answers the call with `cancelled: true`.
 //! Timeouts are enforced by the server, on the remote side, exactly as locally.
+//!
+//! # Background processes (new in version 2)
+//!
+//! A background process is started by `background/start` and named from then on by that
+//! request's `id` (`"id"` in the calls below); the server ends it when asked, and all of
+//! them when its input ends or it gets SIGTERM, SIGHUP or SIGINT.
+//!
+//! | method | params | result |
+//! |---|---|---|
+//! | `background/start` | as `process/start` without `timeout_ms` (none applies), plus `output_limit` (bytes each stream keeps) and `stdin` (base64)? | `pid` (once it runs) |
+//! | `background/read` | `id`, `stream` (`stdout`/`stderr`), `from`, `max_bytes`, `wait_ms` | `data` (base64), `dropped`, `dropped_at`, `end`, `total` |
+//! | `background/write` | `id`, `data` (base64) | `{}` |
+//! | `background/close_stdin` | `id` | `{}` |
+//! | `background/wait` | `id`, `timeout_ms` | `exit`: the result as `process/start` gives it (empty `stdout`/`stderr`), or null while it runs |
+//! | `background/signal` | `id`, `signal` (a number) | `{}` |
+//! | `background/kill` | `id`, `release` (forget it afterwards) | `exit` |
+//!
+//! As soon as a background process has exited the server sends the notification
+//! `background/exit` {`id`, `exit`}. A `background/read` or `background/wait` that waits
+//! is cancelled like a command, with `process/cancel` {`call`}. An unknown `id` is error
+//! `-32000` with kind `NotFound`.
 //!
 //! # Errors
 //!
@@ -73,12 +94,12 @@ use std::io::{self, BufRead};
 use serde_json::{Value, json};
 
 /// The protocol version this crate speaks (client and server).
-pub const PROTOCOL_VERSION: u64 = 1;
+pub const PROTOCOL_VERSION: u64 = 2;
 /// The longest line either side accepts, in bytes.
 pub(crate) const MAX_LINE: usize = 32 * 1024 * 1024;
 /// The most calls the server runs at once; more are refused with `-32003`.
 pub(crate) const MAX_IN_FLIGHT: usize = 64;
-/// The only sandbox policy version 1 knows.
+/// The only sandbox policy this version knows.
 pub(crate) const FULL_ACCESS: &str = "full-access";
 
 pub(crate) const PARSE_ERROR: i64 = -32700;
@@ -89,6 +110,23 @@ pub(crate) const IO_ERROR: i64 = -32000;
 pub(crate) const VERSION_MISMATCH: i64 = -32001;
 pub(crate) const NOT_INITIALIZED: i64 = -32002;
 pub(crate) const BUSY: i64 = -32003;
+
+/// A failed call: a JSON-RPC error code, message and optional data.
+pub(crate) type Failure = (i64, String, Option<Value>);
+
+/// A call with missing or invalid params.
+pub(crate) fn invalid(message: String) -> Failure {
+    (INVALID_PARAMS, message, None)
+}
+
+/// A call whose operation failed, with the error's kind.
+pub(crate) fn io_failure(e: io::Error) -> Failure {
+    (
+        IO_ERROR,
+        e.to_string(),
+        Some(json!({"kind": kind_name(e.kind())})),
+    )
+}
 
 /// What one bounded line read produced.
 #[derive(Debug, PartialEq, Eq)]

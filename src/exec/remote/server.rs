@@ -18,30 +18,15 @@ use serde_json::{Value, json};
 
 use super::codec::*;
 use super::protocol::*;
+use super::serve_background::{self, Processes};
 use super::signals;
 use crate::base64::encode as encode_base64;
 use crate::cancel::CancelToken;
-use crate::exec::{
-    CommandRequest, ExecutionEnvironment, GrepOptions, LocalExecutionEnvironment, OutputStream,
-};
+use crate::exec::{ExecutionEnvironment, GrepOptions, LocalExecutionEnvironment, OutputStream};
+use crate::sync::lock;
 
 /// The server's name and version, as `hello` reports it.
 pub const SERVER_NAME: &str = concat!("agentloop-exec-server ", env!("CARGO_PKG_VERSION"));
-
-/// A failed call: a JSON-RPC error code, message and optional data.
-type Failure = (i64, String, Option<Value>);
-
-fn invalid(message: Invalid) -> Failure {
-    (INVALID_PARAMS, message, None)
-}
-
-fn io_failure(e: io::Error) -> Failure {
-    (
-        IO_ERROR,
-        e.to_string(),
-        Some(json!({"kind": kind_name(e.kind())})),
-    )
-}
 
 /// Shared state of one connection.
 struct Server<'w, W: Write + Send> {
@@ -51,6 +36,7 @@ struct Server<'w, W: Write + Send> {
     template: LocalExecutionEnvironment,
     running: Mutex<HashMap<u64, CancelToken>>,
     in_flight: AtomicUsize,
+    background: Processes,
 }
 
 /// Serves `template` on this process's stdin and stdout: the exec-server's `main`.
@@ -81,6 +67,7 @@ fn run<R: BufRead, W: Write + Send>(
         template,
         running: Mutex::new(HashMap::new()),
         in_flight: AtomicUsize::new(0),
+        background: Processes::new(),
     };
     let server = &server;
     thread::scope(|scope| {
@@ -96,6 +83,14 @@ fn run<R: BufRead, W: Write + Send>(
                     }
                 })?;
         }
+        thread::Builder::new()
+            .name("agentloop-serve-exits".to_string())
+            .stack_size(64 * 1024)
+            .spawn_scoped(scope, || {
+                server
+                    .background
+                    .forward_exits(|message| server.send(message))
+            })?;
         let mut buf = Vec::new();
         loop {
             let line = match read_line(&mut input, &mut buf, MAX_LINE) {
@@ -126,6 +121,7 @@ fn run<R: BufRead, W: Write + Send>(
         }
         // End of input: the client is gone; stop everything still running.
         server.cancel_all();
+        server.background.end_all();
         finished.store(true, Ordering::SeqCst);
         Ok(())
     })
@@ -164,7 +160,7 @@ impl<'w, W: Write + Send> Server<'w, W> {
             self.send(&error_response(&id, BUSY, &text, None));
             return;
         }
-        if method == "process/start" {
+        if method == "process/start" || serve_background::waits(method) {
             if let Some(call) = id.as_u64() {
                 // Registered before the call's thread starts, so a cancel that follows
                 // the request at once is never lost.
@@ -203,12 +199,18 @@ impl<'w, W: Write + Send> Server<'w, W> {
 
     /// Cancels every command and waits (bounded) until every call has answered.
     fn stop_all(&self) {
+        self.background.end_all();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while self.in_flight.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
             // Again each time: a command may have been starting while we cancelled.
             self.cancel_all();
             thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// The cancel token of call `call` (registered when the call arrived).
+    fn token(&self, call: u64) -> CancelToken {
+        lock(&self.running).entry(call).or_default().clone()
     }
 
     fn cancel(&self, params: &Value) {
@@ -242,6 +244,15 @@ impl<'w, W: Write + Send> Server<'w, W> {
         };
         match method {
             "process/start" => self.start(env, id, params),
+            background if background.starts_with("background/") => {
+                let call = id
+                    .as_u64()
+                    .ok_or_else(|| invalid("`id` must be an integer".into()))?;
+                let cancel = self.token(call);
+                let result = self.background.call(env, background, call, params, &cancel);
+                lock(&self.running).remove(&call);
+                result
+            }
             "fs/readFile" => {
                 let offset = opt_u64(params, "offset")
                     .map_err(invalid)?
@@ -331,31 +342,10 @@ impl<'w, W: Write + Send> Server<'w, W> {
         let call = id
             .as_u64()
             .ok_or_else(|| invalid("`id` must be an integer".into()))?;
-        let command = str_field(params, "command").map_err(invalid)?;
         let timeout = Duration::from_millis(u64_field(params, "timeout_ms").map_err(invalid)?);
-        let mut request = CommandRequest::new(command, timeout);
-        request.working_dir = params
-            .get("working_dir")
-            .and_then(Value::as_str)
-            .map(Into::into);
-        request.env = env_map_from_json(params.get("env")).map_err(invalid)?;
-        let mut local = None;
-        if let Some(policy) = params.get("env_policy").filter(|p| !p.is_null()) {
-            let policy = policy_from_json(policy).map_err(invalid)?;
-            local = Some(env.clone().with_env_policy(policy));
-        }
-        if let Some(ms) = opt_u64(params, "kill_grace_ms").map_err(invalid)? {
-            let base = local.take().unwrap_or_else(|| env.clone());
-            local = Some(base.with_kill_grace(Duration::from_millis(ms)));
-        }
+        let (request, local) = serve_background::command_of(env, params, timeout)?;
         let env = local.as_ref().unwrap_or(env);
-        let cancel = self
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(call)
-            .or_default()
-            .clone();
+        let cancel = self.token(call);
         let on_output = |stream: OutputStream, chunk: &[u8]| {
             let stream = match stream {
                 OutputStream::Stdout => "stdout",

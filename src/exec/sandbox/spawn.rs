@@ -8,6 +8,12 @@
 //! each host socket to hide (`sockets.rs`) in the private mount namespace the clone made
 //! ([`Hook::clone_flags`]; before Landlock, which forbids mounting), `PR_SET_NO_NEW_PRIVS`,
 //! every descriptor but stdio marked close-on-exec, seccomp, `landlock_restrict_self`.
+//!
+//! A background process is also cloned into a PID namespace of its own where the kernel
+//! allows one (root, or an unprivileged user namespace): it is the namespace's init, so
+//! that when it ends (stopped, its session over, or with the agent: it has the
+//! parent-death signal) the kernel ends every process it started, also one that left its
+//! process group with `setsid`.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -73,8 +79,13 @@ impl Hook {
 
 impl Prepared {
     /// Builds the ruleset and filter for `active`, and finds the host sockets to hide from
-    /// a command whose environment is `env`.
-    pub(crate) fn new(active: &Active, env: &BTreeMap<String, String>) -> io::Result<Prepared> {
+    /// a command whose environment is `env`; for a `background` process, a PID namespace
+    /// too when one can be made.
+    pub(crate) fn new(
+        active: &Active,
+        env: &BTreeMap<String, String>,
+        background: bool,
+    ) -> io::Result<Prepared> {
         let ruleset = if active.abi > 0 {
             // Above 2: the child puts its standard descriptors on 0–2 before it applies the
             // ruleset (a host with closed stdio would get it on one of them).
@@ -110,10 +121,18 @@ impl Prepared {
         } else {
             0
         };
-        let (namespace_flags, maps) = if mounts.is_empty() && sockets.is_empty() && network == 0 {
+        let pid_namespace = background && pid_namespace_available();
+        let unshared = !mounts.is_empty() || !sockets.is_empty() || network != 0;
+        let (namespace_flags, maps) = if !unshared && !pid_namespace {
             (0, None)
         } else {
-            let (flags, maps) = namespace_flags();
+            let (mut flags, maps) = namespace_flags();
+            if !unshared {
+                flags &= !libc::CLONE_NEWNS;
+            }
+            if pid_namespace {
+                flags |= libc::CLONE_NEWPID;
+            }
             (flags | network, maps)
         };
         Ok(Prepared {
@@ -166,6 +185,15 @@ fn namespace_flags() -> (libc::c_int, Option<(CString, CString)>) {
     (libc::CLONE_NEWNS | libc::CLONE_NEWUSER, Some(maps))
 }
 
+/// Whether a child can be cloned into a PID namespace of its own (probed once per process).
+pub(crate) fn pid_namespace_available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let user = namespace_flags().0 & libc::CLONE_NEWUSER;
+        crate::exec::process::clone::clone_succeeds(libc::CLONE_NEWPID | user)
+    })
+}
+
 /// Whether a child can be cloned into a private mount namespace (probed once per process).
 pub(crate) fn mount_namespace_available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
@@ -215,12 +243,14 @@ unsafe fn write_proc(path: &std::ffi::CStr, text: *const libc::c_char) -> io::Re
 pub(crate) unsafe fn apply(hook: Hook) -> io::Result<()> {
     // SAFETY: per the function's contract every pointer is valid; the calls are syscalls.
     unsafe {
-        if hook.namespace_flags != 0 {
-            if !hook.uid_map.is_null() {
-                write_proc(c"/proc/self/setgroups", c"deny".as_ptr())?;
-                write_proc(c"/proc/self/uid_map", hook.uid_map)?;
-                write_proc(c"/proc/self/gid_map", hook.gid_map)?;
-            }
+        if !hook.uid_map.is_null() {
+            write_proc(c"/proc/self/setgroups", c"deny".as_ptr())?;
+            write_proc(c"/proc/self/uid_map", hook.uid_map)?;
+            write_proc(c"/proc/self/gid_map", hook.gid_map)?;
+        }
+        // Only in a mount namespace of its own: in the agent's, this would change the
+        // agent's mounts.
+        if hook.namespace_flags & libc::CLONE_NEWNS != 0 {
             let null = std::ptr::null();
             check(libc::mount(
                 null,

@@ -25,6 +25,7 @@
 //! | `turn` | `turn`: one history [`Turn`] in its serde form — user input, steering, system messages, tool results, and model responses with every part exactly as the provider sent it (thinking and its signature, reasoning items, thought signatures) | each time the session appends a turn |
 //! | `request` | `turns`; `request` when it changed | before each model call |
 //! | `event` | `event`: one [`SessionEvent`] in its JSON form | every event, when [`SessionConfig::transcript_events`](super::SessionConfig::transcript_events) is on |
+//! | `background` | `event` (`start`, `exit`, `read`), `id` (the process's id in the session); for a start `pid` and `command`; for an exit `exit_code`, `signal`, `stopped`, `duration_ms`; for a read `stdout_end` and `stderr_end` (how far the model has read each stream) | when a background process starts (or a foreground command moves to the background), exits, and when the model reads it |
 //! | `compaction` | `reason` (`threshold`, `overflow`, `manual`), `history` (the whole compacted history: kept user messages, the summary turn, the recent turns), `request` and `answer` (the compaction request and the model's raw answer, when the model wrote the summary) | each time the history is compacted |
 //! | `fallback` | `from_provider`, `from_model`, `to_provider`, `to_model`, `error_kind`, `message` (as in the `model_fallback` event) | each time a model failed and the next of [`SessionConfig::fallback_models`](super::SessionConfig::fallback_models) took over; it follows the `request` record of the call that failed |
 //!
@@ -138,6 +139,7 @@ enum RecordIn {
     Event {
         event: Value,
     },
+    Background(BackgroundRecord),
     Compaction {
         #[serde(default)]
         history: History,
@@ -170,6 +172,7 @@ enum RecordOut<'a> {
     Event {
         event: &'a SessionEvent,
     },
+    Background(&'a BackgroundRecord),
     Compaction {
         reason: CompactionReason,
         history: &'a History,
@@ -186,6 +189,31 @@ enum RecordOut<'a> {
         error_kind: &'a str,
         message: &'a str,
     },
+}
+
+/// A `background` record: a start, exit or read of a background process.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct BackgroundRecord {
+    /// `start`, `exit` or `read`.
+    pub(crate) event: String,
+    /// The process's id in the session.
+    pub(crate) id: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) signal: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stopped: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stdout_end: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stderr_end: Option<u64>,
 }
 
 /// A `request` record with its settings resolved.
@@ -228,6 +256,7 @@ pub struct Transcript {
     compactions: Vec<CompactionRecord>,
     requests: Vec<RequestRecord>,
     events: Vec<SessionEvent>,
+    background: Vec<BackgroundRecord>,
     torn_last_line: Option<String>,
     warnings: Vec<String>,
     /// Bytes up to the end of the last complete record (its newline included if present).
@@ -363,6 +392,11 @@ impl Transcript {
         &self.warnings
     }
 
+    /// The `background` records, in order.
+    pub(crate) fn background_records(&self) -> &[BackgroundRecord] {
+        &self.background
+    }
+
     pub(crate) fn request_records(&self) -> &[RequestRecord] {
         &self.requests
     }
@@ -410,6 +444,7 @@ struct Builder {
     compactions: Vec<CompactionRecord>,
     requests: Vec<RequestRecord>,
     events: Vec<SessionEvent>,
+    background: Vec<BackgroundRecord>,
     warnings: Vec<String>,
     torn: Option<String>,
     complete_len: u64,
@@ -494,6 +529,7 @@ impl Builder {
                     });
                 }
             }
+            RecordIn::Background(record) => self.background.push(record),
             RecordIn::Unknown => self.warnings.push(format!(
                 "line {number}: skipped a record of an unknown type"
             )),
@@ -518,6 +554,7 @@ impl Builder {
             compactions: self.compactions,
             requests: self.requests,
             events: self.events,
+            background: self.background,
             torn_last_line: self.torn,
             warnings: self.warnings,
             complete_len: self.complete_len,

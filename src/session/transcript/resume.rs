@@ -27,6 +27,9 @@ pub(crate) struct Resumed {
     pub(crate) warnings: Vec<String>,
     /// The id of the session that started the transcript.
     pub(crate) first_session_id: String,
+    /// The first id the resumed session's background processes get (after the recorded
+    /// ones, so that an id never names two processes in one transcript).
+    pub(crate) first_background_id: u64,
 }
 
 /// Reads the transcript at `source` for a new session `id` continuing it: its history, with
@@ -61,6 +64,10 @@ pub(crate) fn resume(
     if let Some(turn) = &repair {
         history.push(turn.clone());
     }
+    let (gone, first_background_id) = background_left(&recorded);
+    if let Some(turn) = &gone {
+        history.push(turn.clone());
+    }
     history.check_tool_results().map_err(|problem| {
         Error::new(
             ErrorKind::Io,
@@ -85,7 +92,7 @@ pub(crate) fn resume(
         &header,
     )?;
     let mut warnings = Vec::new();
-    if let Some(turn) = &repair {
+    for turn in repair.iter().chain(&gone) {
         if let Some(failure) = writer.turn(turn) {
             warnings.push(failure);
         }
@@ -110,7 +117,40 @@ pub(crate) fn resume(
         writer,
         warnings,
         first_session_id: recorded.header().session_id.clone(),
+        first_background_id,
     })
+}
+
+/// The note for the model about the background processes the recorded session left
+/// running (they ended with it), if any; and the first id after the recorded ones.
+fn background_left(recorded: &Transcript) -> (Option<Turn>, u64) {
+    let records = recorded.background_records();
+    let next_id = records.iter().map(|r| r.id + 1).max().unwrap_or(1);
+    let running: Vec<String> = records
+        .iter()
+        .filter(|r| r.event == "start")
+        .filter(|start| {
+            !records
+                .iter()
+                .any(|r| r.event == "exit" && r.id == start.id)
+        })
+        .map(|start| {
+            format!(
+                "process {} (`{}`)",
+                start.id,
+                start.command.as_deref().unwrap_or("?")
+            )
+        })
+        .collect();
+    let note = (!running.is_empty()).then(|| {
+        Turn::steering(format!(
+            "[This session was resumed from its transcript. The background processes it had \
+             running ended with the earlier session and no longer run: {}. Start them again \
+             if they are still needed.]",
+            running.join(", ")
+        ))
+    });
+    (note, next_id)
 }
 
 /// The header of session `id`'s transcript segment.

@@ -9,13 +9,14 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::{RecordOut, Transcript, TranscriptHeader};
+use super::{BackgroundRecord, RecordOut, Transcript, TranscriptHeader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::Request;
 use crate::session::compaction::CompactionReason;
 use crate::session::events::{EventKind, SessionEvent};
 use crate::session::history::{History, Turn};
 use crate::sync::lock;
+use crate::tools::background::jobs::JobEvent;
 
 /// Appends records to a transcript file.
 pub(crate) struct TranscriptWriter {
@@ -195,6 +196,37 @@ impl TranscriptWriter {
     /// Records an event. `Some(message)` on the first failed write.
     pub(crate) fn event(&self, event: &SessionEvent) -> Option<String> {
         self.write(&RecordOut::Event { event })
+    }
+
+    /// Records a start, exit or read of a background process. `Some(message)` on the
+    /// first failed write.
+    pub(crate) fn background(&self, event: &JobEvent<'_>) -> Option<String> {
+        let record = match *event {
+            JobEvent::Started { id, pid, command } => BackgroundRecord {
+                event: "start".to_string(),
+                id,
+                pid: Some(pid),
+                command: Some(command.to_string()),
+                ..BackgroundRecord::default()
+            },
+            JobEvent::Exited { id, result, .. } => BackgroundRecord {
+                event: "exit".to_string(),
+                id,
+                exit_code: result.exit_code,
+                signal: result.signal,
+                stopped: Some(result.cancelled),
+                duration_ms: Some(u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX)),
+                ..BackgroundRecord::default()
+            },
+            JobEvent::Read { id, ends } => BackgroundRecord {
+                event: "read".to_string(),
+                id,
+                stdout_end: Some(ends[0]),
+                stderr_end: Some(ends[1]),
+                ..BackgroundRecord::default()
+            },
+        };
+        self.write(&RecordOut::Background(&record))
     }
 
     /// Records a model call: `request` was built from the first `turns` history turns,

@@ -2,6 +2,7 @@
 //! symlinks, commands and their stdin, environment filtering, how commands start, search,
 //! the sandbox's escape suite, hostile files and the descriptor limit.
 
+pub mod background;
 pub mod env;
 pub mod files;
 pub mod hostile_files;

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentloop::CancelToken;
+use agentloop::exec::remote::protocol::PROTOCOL_VERSION;
 use agentloop::exec::remote::{RemoteError, RemoteExecutionEnvironment, Transport};
 use agentloop::exec::{CommandRequest, ExecutionEnvironment};
 use serde_json::{Value, json};
@@ -48,7 +49,7 @@ fn an_old_server_version_is_refused_with_a_message() {
         remote,
         RemoteError::Version {
             server_version: 0,
-            client_version: 1,
+            client_version: PROTOCOL_VERSION,
             ..
         }
     ));
@@ -59,6 +60,44 @@ fn an_old_server_version_is_refused_with_a_message() {
     );
     assert!(message.contains("same agentloop release"), "{message}");
     assert_eq!(error.kind(), std::io::ErrorKind::Unsupported);
+}
+
+#[test]
+fn a_version_1_server_without_background_processes_is_refused_with_a_message() {
+    // What an exec-server of version 1 answers a client of a newer version.
+    let reply = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001,
+        "message": "protocol version 2 is not supported; agentloop-exec-server 0.1.0 speaks version 1",
+        "data": {"supported": 1}}});
+    let (error, remote) = connect_error(&format!("read l; echo '{reply}'; read l"));
+    assert!(
+        matches!(
+            remote,
+            RemoteError::Version {
+                server_version: 1,
+                client_version: PROTOCOL_VERSION,
+                ..
+            }
+        ),
+        "{remote:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("version 1") && message.contains(&format!("version {PROTOCOL_VERSION}")),
+        "{message}"
+    );
+    assert!(message.contains("same agentloop release"), "{message}");
+    // A version-1 hello answer is refused the same way.
+    let (_, remote) = connect_error(&format!("read l; echo '{}'; read l", hello(1)));
+    assert!(
+        matches!(
+            remote,
+            RemoteError::Version {
+                server_version: 1,
+                ..
+            }
+        ),
+        "{remote:?}"
+    );
 }
 
 #[test]
@@ -81,7 +120,7 @@ fn a_server_that_does_not_know_hello_is_refused_as_too_old() {
 fn after_hello(line_command: &str) -> RemoteError {
     let script = format!(
         "read l; echo '{}'; read l; {line_command}; sleep 30",
-        hello(1)
+        hello(PROTOCOL_VERSION)
     );
     let env = RemoteExecutionEnvironment::connect(fake(&script), None).unwrap();
     let started = Instant::now();
@@ -160,6 +199,13 @@ impl Raw {
         }
     }
 
+    /// Says hello with this client's version.
+    fn hello(&mut self) -> Value {
+        let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "hello",
+            "params": {"protocol_version": PROTOCOL_VERSION}});
+        self.send(hello.to_string().as_bytes())
+    }
+
     fn send(&mut self, line: &[u8]) -> Value {
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(line).unwrap();
@@ -207,9 +253,15 @@ fn the_server_answers_bad_input_with_typed_errors_and_goes_on() {
             .unwrap()
             .contains("longer than")
     );
-    let hello =
-        raw.send(br#"{"jsonrpc":"2.0","id":3,"method":"hello","params":{"protocol_version":1}}"#);
-    assert_eq!(hello["result"]["protocol_version"], 1, "{hello}");
+    let hello = raw.send(
+        json!({"jsonrpc":"2.0","id":3,"method":"hello","params":{"protocol_version":PROTOCOL_VERSION}})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(
+        hello["result"]["protocol_version"], PROTOCOL_VERSION,
+        "{hello}"
+    );
     let unknown = raw.send(br#"{"jsonrpc":"2.0","id":4,"method":"fs/format","params":{}}"#);
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
     let sandbox = raw.send(
@@ -225,7 +277,7 @@ fn the_server_answers_bad_input_with_typed_errors_and_goes_on() {
 fn end_of_input_ends_the_running_commands_and_the_server() {
     // The client starts a command and disappears: the server ends it and exits.
     let mut raw = Raw::start();
-    raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol_version":1}}"#);
+    raw.hello();
     let start = json!({"jsonrpc":"2.0","id":2,"method":"process/start",
         "params":{"command":"echo \"pids $$\"; sleep 30","timeout_ms":60000}});
     let output = raw.send(start.to_string().as_bytes());

@@ -9,6 +9,7 @@
 //! the temp dir. The "remote side" is this machine, so the tests can check with `/proc`
 //! that nothing is left running there.
 
+mod background;
 mod faults;
 mod hostile;
 mod session;

@@ -2,6 +2,7 @@
 //! detection, sequential inputs, `run()`.
 
 pub mod abort;
+pub mod background;
 pub mod blocked_tool;
 pub mod budget;
 pub mod cache;

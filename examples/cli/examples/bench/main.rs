@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+mod background;
 mod budget;
 mod compaction;
 mod e2e;
@@ -51,6 +52,7 @@ type Section = (&'static str, fn() -> Vec<Row>);
 const SECTIONS: &[Section] = &[
     ("sse", sse::run),
     ("exec", exec::run),
+    ("background", background::run),
     ("grep", grep::run),
     ("prompt", prompt::run),
     ("loop", loop_::run),

@@ -5,6 +5,7 @@
 
 mod acp;
 mod acp_robustness;
+mod background;
 mod compaction;
 mod conformance;
 mod control;
