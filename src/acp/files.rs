@@ -214,7 +214,7 @@ impl ExecutionEnvironment for ClientFiles {
     }
 
     crate::forward_execution_environment!(self.inner =>
-        remove_file, file_exists, stat, list_directory, grep, glob, initialize, warnings,
+        remove_file, file_exists, start_background, stat, list_directory, grep, glob, initialize, warnings,
         cleanup, working_directory, platform, os_version);
 }
 

@@ -57,7 +57,7 @@ fn a_flood_mid_session_fails_that_call_and_the_next_call_reconnects() {
     // The first connection answers `hello` like a server, then floods on the next request;
     // every later connection is the real exec-server.
     let hello = json!({"jsonrpc": "2.0", "id": 1, "result": {
-        "protocol_version": 1, "server": "flooding-server", "working_directory": "/tmp",
+        "protocol_version": 2, "server": "flooding-server", "working_directory": "/tmp",
         "platform": "linux", "os_version": "Fake 1", "max_command_timeout_ms": 600_000,
     }});
     let flag = dir.path().join("flooded");
