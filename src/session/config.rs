@@ -1,5 +1,5 @@
-//! `SessionConfig`: limits, timeouts, truncation overrides, loop detection, approval and
-//! the transcript file.
+//! `SessionConfig`: limits, timeouts, truncation overrides, loop detection, approval, the
+//! transcript file, checkpoints and subagent worktrees.
 //!
 //! Plain data with the spec's defaults (§2.2). This module never starts anything.
 
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::approval::{Approval, ApprovalHook};
+use super::checkpoint::CheckpointConfig;
 use super::compaction::CompactionConfig;
 use super::hooks::Hooks;
 use crate::llm::ToolCall;
@@ -92,6 +93,12 @@ pub struct SessionConfig {
     /// MCP servers whose tools the session offers (see [`mcp`](crate::mcp)). Started in
     /// parallel when the session starts; ended with it.
     pub mcp_servers: Vec<McpServer>,
+    /// Checkpoints of the working tree, for [`Session::rewind`](super::Session::rewind)
+    /// (see [`checkpoint`](super::checkpoint)). Off by default.
+    pub checkpoints: CheckpointConfig,
+    /// Whether subagents run in their own `git worktree` when `spawn_agent` does not say
+    /// (its `isolation` argument). Default `false`: they share the working tree.
+    pub subagent_worktrees: bool,
 }
 
 impl Default for SessionConfig {
@@ -116,6 +123,8 @@ impl Default for SessionConfig {
             transcript_events: false,
             compaction: CompactionConfig::default(),
             mcp_servers: Vec::new(),
+            checkpoints: CheckpointConfig::default(),
+            subagent_worktrees: false,
         }
     }
 }
@@ -142,6 +151,8 @@ impl fmt::Debug for SessionConfig {
             .field("transcript_events", &self.transcript_events)
             .field("compaction", &self.compaction)
             .field("mcp_servers", &self.mcp_servers)
+            .field("checkpoints", &self.checkpoints)
+            .field("subagent_worktrees", &self.subagent_worktrees)
             .finish()
     }
 }
@@ -264,6 +275,18 @@ impl SessionConfig {
     /// Records every event in the transcript too (see `transcript_events`).
     pub fn with_transcript_events(mut self, enabled: bool) -> SessionConfig {
         self.transcript_events = enabled;
+        self
+    }
+
+    /// Sets the checkpoints of the working tree (see [`checkpoints`](Self::checkpoints)).
+    pub fn with_checkpoints(mut self, checkpoints: CheckpointConfig) -> SessionConfig {
+        self.checkpoints = checkpoints;
+        self
+    }
+
+    /// Runs subagents in their own `git worktree` unless `spawn_agent` says otherwise.
+    pub fn with_subagent_worktrees(mut self, worktrees: bool) -> SessionConfig {
+        self.subagent_worktrees = worktrees;
         self
     }
 

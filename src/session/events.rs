@@ -21,6 +21,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::approval::ApprovalResponder;
+use super::checkpoint::{Rewind, RewindReport};
 use super::compaction::{CompactionFallback, CompactionReason};
 use super::hooks::HookDecision;
 use crate::llm::{FinishReason, Usage};
@@ -102,6 +103,8 @@ pub enum CloseReason {
 ///   the tool call that spawned it runs, between rounds, or while the session is idle.
 ///   Each subagent's events keep their own order, and every subagent's `SessionEnd`
 ///   arrives before this session's `SessionEnd`.
+/// - `Rewound` follows a rewind ([`Session::rewind`](super::Session::rewind)); rewinds run
+///   between inputs, so it is never inside a `UserInput` … `ProcessingEnd` bracket.
 /// - `HookDecision` follows each hook call at its point: `session_start` after
 ///   `SessionStart`; `user_prompt_submit` before the `UserInput` (or `SteeringInjected`) it
 ///   is about (a blocked input has `UserInput` and `ProcessingEnd` with stop reason
@@ -278,9 +281,10 @@ pub enum EventKind {
         /// (a compaction summary was rejected or could not be made, a compaction left the
         /// history above the threshold, or the per-input bound stopped compacting),
         /// `"context_length"` (the provider rejected the request as too long) or
-        /// `"mcp"` (an MCP server failed to start or to re-list its tools), or
+        /// `"mcp"` (an MCP server failed to start or to re-list its tools),
         /// `"transcript"` (writing the transcript failed, or resuming it found something to
-        /// report).
+        /// report), or `"checkpoint"` (checkpoints are off, a snapshot failed, a checkpoint
+        /// was dropped to stay within the store's cap).
         code: String,
     },
     /// An error ended the current input (and, when `fatal`, the session).
@@ -314,6 +318,14 @@ pub enum EventKind {
         call_id: Option<String>,
         /// What it decided (a failed hook shows as the denial or `continue` it became).
         decision: HookDecision,
+    },
+    /// The files and/or the history were put back as they were before an input (see
+    /// [`checkpoint`](crate::session::checkpoint)).
+    Rewound {
+        /// What was asked.
+        rewind: Rewind,
+        /// What was done: restored, removed, conflicts left, what is not covered.
+        report: RewindReport,
     },
     /// An event of a subagent this session started (see `spawn_agent` in [`profiles`](crate::profiles)), in the
     /// order the subagent emitted it. The inner event carries the subagent's own session
@@ -351,6 +363,7 @@ impl EventKind {
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::SubagentEvent { .. } => "subagent_event",
             EventKind::HookDecision { .. } => "hook_decision",
+            EventKind::Rewound { .. } => "rewound",
         }
     }
 }

@@ -83,6 +83,7 @@ use crate::llm::{Client, Request, Usage};
 use crate::profiles::ProviderProfile;
 
 mod approval;
+pub mod checkpoint;
 mod compact;
 pub mod compaction;
 mod config;
@@ -110,6 +111,9 @@ pub use history::{
 pub use hook_commands::HookCommands;
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 
+use checkpoint::lifecycle::Checkpoints;
+use checkpoint::marks::Marks;
+use checkpoint::{Fork, Rewind, RewindReport};
 use compact::CompactionState;
 use delivery::Listeners;
 use delivery::{EventSink, Forward};
@@ -227,8 +231,31 @@ impl Session {
             history: History::new(),
             transcript,
             warnings: Vec::new(),
+            marks: (Marks::default(), None),
+            fork: false,
         };
         Session::launch(id, profile, env, client, config, start)
+    }
+
+    /// Starts a new session from the history of the session recorded at `transcript_path`
+    /// ([`Fork::latest`] or [`Fork::at_input`]), leaving that transcript untouched: the
+    /// new session has its own id, writes its own transcript (`config.transcript_path`,
+    /// which must be a new file) and takes its own checkpoints. The fork's profile,
+    /// environment, client and configuration replacements are ignored here: the arguments
+    /// are the new session's.
+    ///
+    /// Fails like [`Session::resume`], and with an error of kind `InvalidRequest` when the
+    /// transcript has no input `at`.
+    pub fn fork_from(
+        transcript_path: impl AsRef<Path>,
+        fork: Fork,
+        profile: ProviderProfile,
+        env: Arc<dyn ExecutionEnvironment>,
+        client: Client,
+        config: SessionConfig,
+    ) -> Result<Session> {
+        let start = checkpoint::lifecycle::fork_from(transcript_path.as_ref(), fork.at)?;
+        checkpoint::lifecycle::start_fork(profile, env, client, config, start)
     }
 
     /// Continues the session recorded in the transcript at `transcript_path`: a new
@@ -278,6 +305,8 @@ impl Session {
             history: resumed.history,
             transcript: Some(resumed.writer),
             warnings: resumed.warnings,
+            marks: resumed.marks,
+            fork: false,
         };
         Session::launch(id, profile, env, client, config, start)
     }
@@ -285,7 +314,7 @@ impl Session {
     /// Starts the worker of session `id` from `start`: the approval policy as a hook, the
     /// shared state, the MCP servers, the event sink, the subagents and the compaction
     /// state, then the named thread.
-    fn launch(
+    pub(crate) fn launch(
         id: String,
         mut profile: ProviderProfile,
         env: Arc<dyn ExecutionEnvironment>,
@@ -305,7 +334,21 @@ impl Session {
         let shared = Arc::new(Shared::default());
         *lock(&shared.reasoning_effort) = config.reasoning_effort.clone();
         let history_chars = start.history.approx_chars();
-        let assistant_turns = start.history.assistant_turns();
+        // A fork's budget is its own: the parent's calls are not counted again.
+        let assistant_turns = if start.fork {
+            0
+        } else {
+            start.history.assistant_turns()
+        };
+        let transcript_path = start.transcript.as_ref().map(|w| w.path().to_path_buf());
+        let (checkpoints, env) = Checkpoints::start(
+            &config,
+            &id,
+            env,
+            transcript_path.as_deref(),
+            start.depth,
+            start.marks,
+        );
         let compaction = compaction_state(&config, &profile, &start.history);
         *lock(&shared.history) = start.history;
         let abort = CancelToken::new();
@@ -319,6 +362,7 @@ impl Session {
         }
         let subagents =
             connect_subagents(&mut profile, &env, &client, &config, &events, start.depth);
+        subagents.set_worktree_env(checkpoints.raw_env.clone(), &id);
         let worker = Worker {
             compaction,
             short_id: short_id.clone(),
@@ -339,6 +383,7 @@ impl Session {
             startup_warnings: start.warnings,
             totals: Default::default(),
             mcp: mcp.clone(),
+            checkpoints,
         };
         let handle = spawn_worker(&short_id, worker)?;
         Ok(Session {
@@ -475,6 +520,44 @@ impl Session {
         })
     }
 
+    /// Puts the files, the history or both back as they were before an input (or a tool
+    /// round); see [`checkpoint`] for what is recorded and the rules. Waits until the
+    /// inputs queued before it are processed, then rewinds, records the rewind in the
+    /// transcript and emits `REWOUND` (a dry run changes, records and emits nothing).
+    ///
+    /// Files the user changed since the agent's edit are left as they are and listed in
+    /// [`RewindReport::conflicts`], unless [`Rewind::force`]. Fails with an
+    /// `InvalidRequest` error when the session has no such input (or no file checkpoint
+    /// for it), `Configuration` when the files are asked for and checkpoints are off, and
+    /// `Io` when the store or git fails; then nothing was changed.
+    pub fn rewind(&self, rewind: Rewind) -> Result<RewindReport> {
+        let (reply, done) = crossbeam_channel::bounded(1);
+        self.send(Input::Rewind(rewind, reply))?;
+        done.recv().map_err(|_| {
+            Error::new(
+                ErrorKind::SessionClosed,
+                "the session closed before the rewind ran",
+            )
+        })?
+    }
+
+    /// Starts a new session from this one's history ([`Fork::latest`], or the history
+    /// before an input with [`Fork::at_input`]): its own id, transcript (by default
+    /// `<stem>.fork-<n>.jsonl` beside this one's), checkpoints, budgets and MCP server
+    /// processes, the same profile, environment and client unless the fork replaces them.
+    /// This session is not changed, and neither sees the other's later turns. Waits until
+    /// the inputs queued before it are processed.
+    pub fn fork(&self, fork: Fork) -> Result<Session> {
+        let (reply, done) = crossbeam_channel::bounded(1);
+        self.send(Input::Fork(Box::new(fork), reply))?;
+        done.recv().map_err(|_| {
+            Error::new(
+                ErrorKind::SessionClosed,
+                "the session closed before the fork ran",
+            )
+        })?
+    }
+
     /// Queues a steering message for the model (spec §2.6): injected as a user message
     /// after the current tool round, or before the next model call.
     pub fn steer(&self, message: impl Into<String>) -> Result<()> {
@@ -559,19 +642,23 @@ impl Drop for Session {
 }
 
 /// What a new worker starts from.
-struct Start {
+pub(crate) struct Start {
     /// Subagent depth (0 for a host's session).
-    depth: usize,
+    pub(crate) depth: usize,
     /// For a subagent: where its events go.
-    forward: Option<Forward>,
-    history: History,
-    transcript: Option<Arc<TranscriptWriter>>,
+    pub(crate) forward: Option<Forward>,
+    pub(crate) history: History,
+    pub(crate) transcript: Option<Arc<TranscriptWriter>>,
     /// `WARNING` events (code `"transcript"`) to emit after `SESSION_START`.
-    warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
+    /// The marks of the history (a resumed or forked session's) and the store they name.
+    pub(crate) marks: (Marks, Option<std::path::PathBuf>),
+    /// A fork: its budget starts at zero.
+    pub(crate) fork: bool,
 }
 
 /// Fails with a configuration error if no provider of `client` answers `profile`'s id.
-fn check_provider(client: &Client, profile: &ProviderProfile) -> Result<()> {
+pub(crate) fn check_provider(client: &Client, profile: &ProviderProfile) -> Result<()> {
     let probe = Request {
         provider: Some(profile.id.clone()),
         ..Request::default()

@@ -17,6 +17,8 @@ use std::time::SystemTime;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Outcome;
+use super::checkpoint::lifecycle::{CheckpointParts, Checkpoints};
+use super::checkpoint::{Fork, Rewind, RewindReport};
 use super::compact::{Compaction, CompactionState};
 use super::compaction::CompactionReason;
 use super::config::SessionConfig;
@@ -50,7 +52,12 @@ pub(crate) enum Input {
     /// A follow-up was queued: process the queue if idle.
     FollowUp,
     /// Compact the history now (`Session::compact`); reply when done.
-    Compact { reply: Sender<()> },
+    Compact {
+        reply: Sender<()>,
+    },
+    /// Rewind (`Session::rewind`) or fork (`Session::fork`); reply with the result.
+    Rewind(Rewind, Sender<crate::Result<RewindReport>>),
+    Fork(Box<Fork>, Sender<crate::Result<super::Session>>),
     /// Shut down cleanly after the inputs before this one.
     Close,
     /// Shut down now (the session token is already cancelled).
@@ -120,6 +127,8 @@ pub(crate) struct Worker {
     pub(crate) totals: Totals,
     /// The session's MCP servers, registered into the tool registry before each input.
     pub(crate) mcp: Option<Arc<Mutex<crate::mcp::server::McpServers>>>,
+    /// Marks, file checkpoints and the store (see `checkpoint/`).
+    pub(crate) checkpoints: Checkpoints,
 }
 
 impl Worker {
@@ -197,6 +206,14 @@ impl Worker {
                     let _ = reply.send(());
                     None
                 }
+                Input::Rewind(rewind, reply) => reply
+                    .send(self.checkpoint_parts().rewind(rewind))
+                    .ok()
+                    .and(None),
+                Input::Fork(fork, reply) => reply
+                    .send(self.checkpoint_parts().fork(*fork))
+                    .ok()
+                    .and(None),
                 Input::Close => return CloseReason::Closed,
                 Input::Abort => return CloseReason::Aborted,
             };
@@ -321,6 +338,7 @@ impl Worker {
                 return self.end_input(end);
             }
         };
+        self.checkpoint_parts().begin(0);
         self.push_turn(Turn::user(text.clone()));
         self.events.emit(EventKind::UserInput { content: text });
         self.drain_steering();
@@ -409,6 +427,7 @@ impl Worker {
                 break StopReason::Completed;
             }
             end.rounds += 1;
+            self.checkpoint_parts().begin(end.rounds);
             let results = self.tool_round(&cancel).run(&calls);
             self.push_turn(Turn::tool_results(results));
             if cancel.is_cancelled() {
@@ -424,6 +443,7 @@ impl Worker {
     /// `PROCESSING_END` with the input's totals.
     fn end_input(&mut self, end: InputEnd) -> InputEnd {
         self.answer_open_calls();
+        self.checkpoint_parts().end_input();
         *lock(&self.shared.current_input) = None;
         // A host that sees PROCESSING_END sees the state it leads to (unless a follow-up
         // is queued, which starts processing again at once).
@@ -500,6 +520,22 @@ impl Worker {
             events: &self.events,
             transcript: self.transcript.as_deref(),
             cancel,
+        }
+    }
+
+    /// The session's parts a checkpoint, rewind or fork works with (`checkpoint/`).
+    fn checkpoint_parts(&mut self) -> CheckpointParts<'_> {
+        CheckpointParts {
+            checkpoints: &mut self.checkpoints,
+            history: &self.shared.history,
+            compaction: &mut self.compaction,
+            history_chars: &mut self.history_chars,
+            transcript: self.transcript.as_ref(),
+            events: &self.events,
+            cancel: &self.abort,
+            profile: &self.profile,
+            client: &self.client,
+            config: &self.config,
         }
     }
 
