@@ -532,7 +532,10 @@ impl Session {
     /// `Io` when the store or git fails; then nothing was changed.
     pub fn rewind(&self, rewind: Rewind) -> Result<RewindReport> {
         let (reply, done) = crossbeam_channel::bounded(1);
-        self.send(Input::Rewind(rewind, reply))?;
+        self.send(Input::Checkpoint(Box::new(move |parts| {
+            let _ = reply.send(parts.rewind(rewind));
+            None
+        })))?;
         done.recv().map_err(|_| {
             Error::new(
                 ErrorKind::SessionClosed,
@@ -549,7 +552,10 @@ impl Session {
     /// the inputs queued before it are processed.
     pub fn fork(&self, fork: Fork) -> Result<Session> {
         let (reply, done) = crossbeam_channel::bounded(1);
-        self.send(Input::Fork(Box::new(fork), reply))?;
+        self.send(Input::Checkpoint(Box::new(move |parts| {
+            let _ = reply.send(parts.fork(fork));
+            None
+        })))?;
         done.recv().map_err(|_| {
             Error::new(
                 ErrorKind::SessionClosed,

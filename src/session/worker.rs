@@ -17,8 +17,7 @@ use std::time::SystemTime;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Outcome;
-use super::checkpoint::lifecycle::{CheckpointParts, Checkpoints};
-use super::checkpoint::{Fork, Rewind, RewindReport};
+use super::checkpoint::lifecycle::{CheckpointJob, CheckpointParts, Checkpoints};
 use super::compact::{Compaction, CompactionState};
 use super::compaction::CompactionReason;
 use super::config::SessionConfig;
@@ -52,12 +51,9 @@ pub(crate) enum Input {
     /// A follow-up was queued: process the queue if idle.
     FollowUp,
     /// Compact the history now (`Session::compact`); reply when done.
-    Compact {
-        reply: Sender<()>,
-    },
-    /// Rewind (`Session::rewind`) or fork (`Session::fork`); reply with the result.
-    Rewind(Rewind, Sender<crate::Result<RewindReport>>),
-    Fork(Box<Fork>, Sender<crate::Result<super::Session>>),
+    Compact { reply: Sender<()> },
+    /// Rewind (`Session::rewind`) or fork (`Session::fork`): the job replies itself.
+    Checkpoint(CheckpointJob),
     /// Shut down cleanly after the inputs before this one.
     Close,
     /// Shut down now (the session token is already cancelled).
@@ -206,14 +202,7 @@ impl Worker {
                     let _ = reply.send(());
                     None
                 }
-                Input::Rewind(rewind, reply) => reply
-                    .send(self.checkpoint_parts().rewind(rewind))
-                    .ok()
-                    .and(None),
-                Input::Fork(fork, reply) => reply
-                    .send(self.checkpoint_parts().fork(*fork))
-                    .ok()
-                    .and(None),
+                Input::Checkpoint(job) => job(&mut self.checkpoint_parts()),
                 Input::Close => return CloseReason::Closed,
                 Input::Abort => return CloseReason::Aborted,
             };
@@ -302,6 +291,14 @@ impl Worker {
     }
 
     fn push_turn(&mut self, turn: Turn) {
+        // A user turn starts an input, a response with tool calls a round: checkpoints.
+        match &turn {
+            Turn::User(_) => self.checkpoint_parts().begin(false),
+            Turn::Assistant(reply) if !reply.tool_calls.is_empty() => {
+                self.checkpoint_parts().begin(true)
+            }
+            _ => {}
+        }
         if let Some(transcript) = &self.transcript {
             if let Some(failure) = transcript.turn(&turn) {
                 self.transcript_warning(failure);
@@ -338,7 +335,6 @@ impl Worker {
                 return self.end_input(end);
             }
         };
-        self.checkpoint_parts().begin(0);
         self.push_turn(Turn::user(text.clone()));
         self.events.emit(EventKind::UserInput { content: text });
         self.drain_steering();
@@ -427,7 +423,6 @@ impl Worker {
                 break StopReason::Completed;
             }
             end.rounds += 1;
-            self.checkpoint_parts().begin(end.rounds);
             let results = self.tool_round(&cancel).run(&calls);
             self.push_turn(Turn::tool_results(results));
             if cancel.is_cancelled() {

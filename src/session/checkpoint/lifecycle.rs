@@ -29,9 +29,16 @@ use crate::session::transcript::{MarkOut, Transcript, TranscriptWriter};
 use crate::session::{Session, Start, check_provider, new_session_id};
 use crate::sync::lock;
 
+/// Work for the worker between inputs (a rewind, a fork) that sends its own reply; `Some`
+/// would close the session (never, today).
+pub(crate) type CheckpointJob =
+    Box<dyn FnOnce(&mut CheckpointParts<'_>) -> Option<crate::session::CloseReason> + Send>;
+
 /// A session's checkpoints.
 pub(crate) struct Checkpoints {
     pub(crate) marks: Marks,
+    /// Tool rounds of the current input so far.
+    round: usize,
     /// The environment as the host gave it (a fork and worktree children start from it).
     pub(crate) raw_env: Arc<dyn ExecutionEnvironment>,
     files: Option<Files>,
@@ -66,6 +73,7 @@ impl Checkpoints {
     ) -> (Checkpoints, Arc<dyn ExecutionEnvironment>) {
         let mut checkpoints = Checkpoints {
             marks,
+            round: 0,
             raw_env: env.clone(),
             files: None,
             rounds: config.checkpoints.enabled && config.checkpoints.rounds,
@@ -307,20 +315,22 @@ pub(crate) struct CheckpointParts<'a> {
 }
 
 impl CheckpointParts<'_> {
-    /// Marks the start of the next input (`round` 0, before its user turn) or of tool
-    /// round `round` of the current one (after the response that asked for it), and takes
-    /// the file checkpoint there.
-    pub(crate) fn begin(&mut self, round: usize) {
-        if round > 0 && !self.checkpoints.rounds {
-            return;
-        }
-        let input = match round {
-            0 => self.checkpoints.marks.next_input(),
-            _ => self.checkpoints.marks.current_input(),
+    /// Marks the start of the next input (before its user turn is added) or, with `round`,
+    /// of the current input's next tool round (before the response asking for it is
+    /// added), and takes the file checkpoint there.
+    pub(crate) fn begin(&mut self, round: bool) {
+        let input = if round {
+            self.checkpoints.round += 1;
+            if !self.checkpoints.rounds {
+                return;
+            }
+            self.checkpoints.marks.current_input()
+        } else {
+            self.checkpoints.round = 0;
+            self.checkpoints.marks.next_input()
         };
-        let len = lock(self.history)
-            .len()
-            .saturating_sub(usize::from(round > 0));
+        let round = self.checkpoints.round;
+        let len = lock(self.history).len();
         let id = self.checkpoints.take(input, round, self.cancel);
         let store = id.and(self.checkpoints.store_dir().map(Path::to_path_buf));
         let at = HistoryAt::Current {

@@ -4,6 +4,7 @@
 //! were before each input.
 
 pub mod conflicts;
+pub mod fork;
 
 pub mod resume;
 pub mod rewind;
