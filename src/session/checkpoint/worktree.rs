@@ -152,8 +152,8 @@ impl Worktree {
              export GIT_INDEX_FILE={index}\n\
              git add -A >/dev/null || exit 4\n\
              tree=$(git write-tree) || exit 5\n\
-             git diff --binary --full-index {base} \"$tree\" > {file} || exit 6\n\
-             git diff --stat {base} \"$tree\"\n",
+             git diff --no-ext-diff --no-textconv --binary --full-index {base} \"$tree\" > {file} || exit 6\n\
+             git diff --no-ext-diff --no-textconv --stat {base} \"$tree\"\n",
             path = quote(self.path.as_os_str().as_encoded_bytes()),
             index = quote(
                 self.root

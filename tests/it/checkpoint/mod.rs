@@ -8,6 +8,7 @@ pub mod fork;
 
 pub mod resume;
 pub mod rewind;
+pub mod worktrees;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
