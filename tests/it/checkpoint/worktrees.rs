@@ -107,9 +107,10 @@ fn leftovers(dir: &Path) -> Vec<String> {
             let name = path.to_string_lossy().into_owned();
             if path.is_dir() {
                 stack.push(path);
-            } else if name.ends_with(".lock") || name.contains("/.git/worktrees/") {
-                found.push(name);
-            } else if name.contains("/.git/agentloop/") {
+            } else if name.ends_with(".lock")
+                || name.contains("/.git/worktrees/")
+                || name.contains("/.git/agentloop/")
+            {
                 found.push(name);
             }
         }
