@@ -225,6 +225,14 @@ fn the_store_keeps_within_its_cap_over_a_thousand_files_by_dropping_the_oldest_c
         dropped >= 6,
         "the oldest were dropped, each with a marker: {dropped}"
     );
+    // The oldest went, the newest stayed: a rewind to the last input would restore its
+    // hundred files; one to the first is refused.
+    let newest = session
+        .rewind(Rewind::to_input(FILES / PER_INPUT).dry_run())
+        .unwrap();
+    assert_eq!(newest.restored.len(), PER_INPUT, "{newest:#?}");
+    let oldest = session.rewind(Rewind::to_input(1).dry_run()).unwrap_err();
+    assert!(oldest.to_string().contains("was dropped"), "{oldest}");
 
     session.close();
     let events: Vec<_> = events.by_ref().collect();
