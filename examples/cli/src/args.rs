@@ -379,6 +379,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
     if (options.dry_run || options.force) && options.rewind.is_none() {
         return Err(usage("--dry-run and --force go with --rewind N"));
     }
+    if options.force && options.fork {
+        return Err(usage(
+            "--force goes with a rewind; --fork changes no file (drop --force)",
+        ));
+    }
     if options.dry_run && (options.fork || !words.is_empty()) {
         return Err(usage(
             "--dry-run only prints what the rewind would change; it runs no prompt and \

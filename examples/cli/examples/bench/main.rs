@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+mod checkpoint;
 mod compaction;
 mod e2e;
 mod exec;
@@ -63,6 +64,7 @@ const SECTIONS: &[Section] = &[
     ("mcp", mcp::run),
     ("remote", remote::run),
     ("scale", scale::run),
+    ("checkpoint", checkpoint::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.
