@@ -8,7 +8,7 @@
 //! - **File pre-images.** The first time a span (an input, or a round) writes, edits,
 //!   patches, moves or deletes a file through the file tools, the file as it was (content,
 //!   permission bits, or the symlink) is kept in the checkpoint store: a copy (the file
-//!   system's `copy_file_range`, a reflink where it can) or, for files of 1 MiB and more, a
+//!   system's `copy_file_range`, a reflink where it can) or, for files of 64 KiB and more, a
 //!   hard link to the inode the atomic write replaces. A file that did not exist is
 //!   recorded as absent, with the directories the write created.
 //! - **A git snapshot.** In a git work tree, a tree object of the working tree (what

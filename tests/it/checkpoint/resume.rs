@@ -233,6 +233,11 @@ fn the_store_keeps_within_its_cap_over_a_thousand_files_by_dropping_the_oldest_c
     assert_eq!(newest.restored.len(), PER_INPUT, "{newest:#?}");
     let oldest = session.rewind(Rewind::to_input(1).dry_run()).unwrap_err();
     assert!(oldest.to_string().contains("was dropped"), "{oldest}");
+    // The pre-images of 100 KB files are hard links to the replaced inodes: they restore
+    // byte for byte.
+    session.rewind(Rewind::to_input(FILES / PER_INPUT)).unwrap();
+    let last = std::fs::read_to_string(dir.path().join(format!("f{:04}.txt", FILES - 1))).unwrap();
+    assert_eq!(last, format!("line 0\n{filler}"));
 
     session.close();
     let events: Vec<_> = events.by_ref().collect();
