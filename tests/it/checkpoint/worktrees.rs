@@ -146,6 +146,9 @@ fn two_worktree_subagents_edit_the_same_file_in_parallel_and_both_patches_come_b
         .filter(|v| v.get("patch").is_some())
         .collect();
     assert_eq!(waits.len(), 2, "{waits:#?}");
+    // The two spawns run in parallel, so agent-1 may be either task: put agent one's first.
+    let mut waits = waits;
+    waits.sort_by_key(|wait| !wait["patch"]["patch"].to_string().contains("only-one.txt"));
     let mut patches = Vec::new();
     for (wait, me, other) in [(&waits[0], "one", "two"), (&waits[1], "two", "one")] {
         let patch = &wait["patch"];
