@@ -187,15 +187,17 @@ impl Git {
     }
 
     /// The lines of the script that bring the private `index` up to the working tree (the
-    /// first time from a copy of the repository's own index, whose file stays untouched)
-    /// and write its tree into `$tree`.
+    /// first time from a copy of the repository's own index, whose file stays untouched,
+    /// so that only files changed since the user's last `git add` are read and hashed)
+    /// and write its tree into `$tree`. The repository's index is asked for before
+    /// `GIT_INDEX_FILE` is set: `--git-path index` answers with that variable when set.
     fn add_all(index: &Path) -> String {
         format!(
-            "export GIT_INDEX_FILE={index}\n\
-             if [ ! -f \"$GIT_INDEX_FILE\" ]; then\n\
+            "if [ ! -f {index} ]; then\n\
                src=$(git rev-parse --path-format=absolute --git-path index) && \
-               [ -f \"$src\" ] && cp \"$src\" \"$GIT_INDEX_FILE\"\n\
+               [ -f \"$src\" ] && cp \"$src\" {index}\n\
              fi\n\
+             export GIT_INDEX_FILE={index}\n\
              git add -A >/dev/null 2>&1 || {{ rm -f \"$GIT_INDEX_FILE\"; git add -A >/dev/null; }} \
              || exit 4\n\
              tree=$(git write-tree) || exit 5\n",
