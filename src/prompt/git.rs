@@ -172,11 +172,24 @@ const SAFE_CONFIG: &[(&str, &str)] = &[
 /// configuration file and reach the git processes git itself starts), no system
 /// configuration, no prompts, no optional locks, no pager.
 fn git_request(script: String, extra: &[String]) -> CommandRequest {
-    let mut request = CommandRequest::new(script, GIT_SNAPSHOT_TIMEOUT);
+    hardened_request(script, &[], extra, GIT_SNAPSHOT_TIMEOUT)
+}
+
+/// [`git_request`] with more settings (`config`, after [`SAFE_CONFIG`]), the keys in
+/// `blank` set empty (the driver commands [`driver_overrides`] found) and a timeout: what
+/// the checkpoints' and worktrees' git commands run with.
+pub(crate) fn hardened_request(
+    script: String,
+    config: &[(&str, &str)],
+    blank: &[String],
+    timeout: Duration,
+) -> CommandRequest {
+    let mut request = CommandRequest::new(script, timeout);
     let pairs = SAFE_CONFIG
         .iter()
+        .chain(config)
         .map(|(key, value)| (key.to_string(), value.to_string()))
-        .chain(extra.iter().map(|key| (key.clone(), String::new())));
+        .chain(blank.iter().map(|key| (key.clone(), String::new())));
     let mut count = 0;
     for (i, (key, value)) in pairs.enumerate() {
         request.env.insert(format!("GIT_CONFIG_KEY_{i}"), key);
@@ -205,7 +218,7 @@ fn git_request(script: String, extra: &[String]) -> CommandRequest {
 
 /// The script prelude: `git` is a function adding the overrides that matter most on the
 /// command line as well (for a git older than 2.31, which ignores `GIT_CONFIG_COUNT`).
-const GIT_FUNCTION: &str = "git() { command git --no-pager --no-optional-locks \
+pub(crate) const GIT_FUNCTION: &str = "git() { command git --no-pager --no-optional-locks \
     -c core.fsmonitor=false -c core.hooksPath=/dev/null -c log.showSignature=false \
     -c gpg.program=false -c diff.external= -c protocol.allow=never \"$@\"; }\n";
 
@@ -213,7 +226,7 @@ const GIT_FUNCTION: &str = "git() { command git --no-pager --no-optional-locks \
 /// (`filter.NAME.clean`, `.smudge`, `.process`, `diff.NAME.textconv`, `.command`,
 /// `merge.NAME.driver`), to be blanked: `git status` runs a clean filter on a file whose
 /// stat data changed. Reading the configuration runs nothing.
-fn driver_overrides(env: &dyn ExecutionEnvironment) -> Vec<String> {
+pub(crate) fn driver_overrides(env: &dyn ExecutionEnvironment) -> Vec<String> {
     let script = format!(
         "{GIT_FUNCTION}git config -z --name-only --get-regexp '^(filter|diff|merge)[.]' 2>/dev/null\n"
     );

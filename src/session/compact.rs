@@ -40,6 +40,9 @@ pub(crate) struct CompactionState {
     pub(crate) this_input: usize,
     /// The bound was hit and the warning given during the current input.
     pub(crate) bound_warned: bool,
+    /// How many times the history was replaced (compactions, rewinds to a transcript's
+    /// copy): a checkpoint's place in the history holds only within its epoch.
+    pub(crate) epoch: usize,
 }
 
 impl CompactionState {
@@ -51,6 +54,7 @@ impl CompactionState {
             limits,
             this_input: 0,
             bound_warned: false,
+            epoch: 0,
         }
     }
 }
@@ -479,6 +483,7 @@ impl Compaction<'_> {
         }
         let tokens = history.turns().iter().map(estimate_turn_tokens).sum();
         self.state.account.reset(tokens);
+        self.state.epoch += 1;
         *self.history_chars = history.approx_chars();
         *lock(self.history) = history;
     }

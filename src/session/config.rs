@@ -1,5 +1,6 @@
 //! `SessionConfig`: limits, budgets, timeouts, truncation overrides, loop detection,
-//! approval, fallback models, prompt caching and the transcript file.
+//! approval, fallback models, prompt caching, the transcript file, checkpoints and subagent
+//! worktrees.
 //!
 //! Plain data with the spec's defaults (§2.2). This module never starts anything.
 
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use super::approval::{Approval, ApprovalHook};
 use super::budget::Budget;
+use super::checkpoint::CheckpointConfig;
 use super::compaction::CompactionConfig;
 use super::hooks::Hooks;
 use super::mode::SessionMode;
@@ -147,6 +149,12 @@ pub struct SessionConfig {
     /// whose timeout comes first moves then, instead of being killed). `None` (the
     /// default): commands run in the foreground until they end or time out.
     pub background_after: Option<Duration>,
+    /// Checkpoints of the working tree, for [`Session::rewind`](super::Session::rewind)
+    /// (see [`checkpoint`](super::checkpoint)). Off by default.
+    pub checkpoints: CheckpointConfig,
+    /// Whether subagents run in their own `git worktree` when `spawn_agent` does not say
+    /// (its `isolation` argument). Default `false`: they share the working tree.
+    pub subagent_worktrees: bool,
 }
 
 impl Default for SessionConfig {
@@ -184,6 +192,8 @@ impl Default for SessionConfig {
             max_background_processes: 8,
             background_output_bytes: 16 * 1024 * 1024,
             background_after: None,
+            checkpoints: CheckpointConfig::default(),
+            subagent_worktrees: false,
         }
     }
 }
@@ -223,6 +233,8 @@ impl fmt::Debug for SessionConfig {
             .field("max_background_processes", &self.max_background_processes)
             .field("background_output_bytes", &self.background_output_bytes)
             .field("background_after", &self.background_after)
+            .field("checkpoints", &self.checkpoints)
+            .field("subagent_worktrees", &self.subagent_worktrees)
             .finish()
     }
 }
@@ -388,6 +400,18 @@ impl SessionConfig {
             output_limit: self.background_output_bytes / processes / 2,
             move_after: self.background_after,
         }
+    }
+
+    /// Sets the checkpoints of the working tree (see [`checkpoints`](Self::checkpoints)).
+    pub fn with_checkpoints(mut self, checkpoints: CheckpointConfig) -> SessionConfig {
+        self.checkpoints = checkpoints;
+        self
+    }
+
+    /// Runs subagents in their own `git worktree` unless `spawn_agent` says otherwise.
+    pub fn with_subagent_worktrees(mut self, worktrees: bool) -> SessionConfig {
+        self.subagent_worktrees = worktrees;
+        self
     }
 
     /// Sets how the history is compacted ([`CompactionConfig::disabled`] turns it off).

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use super::approval::ApprovalResponder;
 use super::budget::{BudgetKind, BudgetScope};
+use super::checkpoint::{Rewind, RewindReport};
 use super::compaction::{CompactionFallback, CompactionReason};
 use super::hooks::HookDecision;
 use crate::llm::{FinishReason, Usage};
@@ -138,6 +139,8 @@ pub enum CloseReason {
 /// - `BackgroundExit` arrives as soon as a background process exits: between any two
 ///   events, also while the session is idle. The session ends its processes before it
 ///   ends, so their `BackgroundExit`s come before `SessionEnd`.
+/// - `Rewound` follows a rewind ([`Session::rewind`](super::Session::rewind)); rewinds run
+///   between inputs, so it is never inside a `UserInput` … `ProcessingEnd` bracket.
 /// - `HookDecision` follows each hook call at its point: `session_start` after
 ///   `SessionStart`; `user_prompt_submit` before the `UserInput` (or `SteeringInjected`) it
 ///   is about (a blocked input has `UserInput` and `ProcessingEnd` with stop reason
@@ -368,9 +371,10 @@ pub enum EventKind {
         /// (a compaction summary was rejected or could not be made, a compaction left the
         /// history above the threshold, or the per-input bound stopped compacting),
         /// `"context_length"` (the provider rejected the request as too long) or
-        /// `"mcp"` (an MCP server failed to start or to re-list its tools), or
+        /// `"mcp"` (an MCP server failed to start or to re-list its tools),
         /// `"transcript"` (writing the transcript failed, or resuming it found something to
-        /// report).
+        /// report), or `"checkpoint"` (checkpoints are off, a snapshot failed, a checkpoint
+        /// was dropped to stay within the store's cap).
         code: String,
     },
     /// An error ended the current input (and, when `fatal`, the session).
@@ -437,6 +441,14 @@ pub enum EventKind {
         /// How long it ran, in milliseconds.
         duration_ms: u64,
     },
+    /// The files and/or the history were put back as they were before an input (see
+    /// [`checkpoint`](crate::session::checkpoint)).
+    Rewound {
+        /// What was asked.
+        rewind: Rewind,
+        /// What was done: restored, removed, conflicts left, what is not covered.
+        report: RewindReport,
+    },
     /// An event of a subagent this session started (see `spawn_agent` in [`profiles`](crate::profiles)), in the
     /// order the subagent emitted it. The inner event carries the subagent's own session
     /// id; a subagent's own children arrive nested one level deeper.
@@ -478,6 +490,7 @@ impl EventKind {
             EventKind::HookDecision { .. } => "hook_decision",
             EventKind::PlanUpdate { .. } => "plan_update",
             EventKind::BackgroundExit { .. } => "background_exit",
+            EventKind::Rewound { .. } => "rewound",
         }
     }
 }

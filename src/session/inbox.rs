@@ -1,5 +1,6 @@
-//! What the host and the worker thread exchange: the messages of the worker's inbox and
-//! the state both sides touch (queues, the current input's token, the history).
+//! What the host and the worker thread exchange: the messages of the worker's inbox, the
+//! state both sides touch (queues, the current input's token, the history), and how an
+//! input ended (what the worker turns into the host's `Outcome` and `PROCESSING_END`).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -8,11 +9,16 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::Sender;
 
 use super::Outcome;
+use super::budget::{BudgetKind, BudgetScope};
+use super::checkpoint::lifecycle::CheckpointJob;
 use super::events::SessionState;
+use super::events::StopReason;
 use super::history::History;
 use super::mode::SessionMode;
 use super::structured::Structured;
+use super::usage::Totals;
 use crate::cancel::CancelToken;
+use crate::error::Error;
 
 /// What the host sends the worker through the inbox.
 pub(crate) enum Input {
@@ -27,6 +33,8 @@ pub(crate) enum Input {
     FollowUp,
     /// Compact the history now (`Session::compact`); reply when done.
     Compact { reply: Sender<()> },
+    /// Rewind (`Session::rewind`) or fork (`Session::fork`): the job replies itself.
+    Checkpoint(CheckpointJob),
     /// Shut down cleanly after the inputs before this one.
     Close,
     /// Shut down now (the session token is already cancelled).
@@ -50,4 +58,36 @@ pub(crate) struct Shared {
     /// Tool calls waiting for an approval answer.
     pub(crate) awaiting: AtomicUsize,
     pub(crate) closed: AtomicBool,
+}
+
+/// How one input ended.
+pub(crate) struct InputEnd {
+    pub(crate) text: String,
+    pub(crate) stop: StopReason,
+    pub(crate) rounds: usize,
+    pub(crate) totals: Totals,
+    pub(crate) error: Option<Error>,
+    pub(crate) fatal: bool,
+    /// Why a `user_prompt_submit` hook blocked the input.
+    pub(crate) blocked: Option<String>,
+    /// The structured final answer.
+    pub(crate) output: Option<serde_json::Value>,
+    /// The budget that stopped the input.
+    pub(crate) budget: Option<(BudgetKind, BudgetScope)>,
+}
+
+impl Default for InputEnd {
+    fn default() -> InputEnd {
+        InputEnd {
+            text: String::new(),
+            stop: StopReason::Completed,
+            rounds: 0,
+            totals: Totals::default(),
+            error: None,
+            fatal: false,
+            blocked: None,
+            output: None,
+            budget: None,
+        }
+    }
 }

@@ -85,6 +85,7 @@ use crate::profiles::ProviderProfile;
 mod approval;
 mod background;
 mod budget;
+pub mod checkpoint;
 mod compact;
 pub mod compaction;
 mod config;
@@ -97,6 +98,8 @@ mod hook_runner;
 mod hooks;
 mod inbox;
 mod input_events;
+mod launch;
+pub(crate) use launch::Start;
 pub(crate) mod ledger;
 mod loop_detection;
 mod mcp;
@@ -123,6 +126,9 @@ pub use hook_commands::HookCommands;
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 pub use mode::SessionMode;
 
+use checkpoint::lifecycle::Checkpoints;
+use checkpoint::marks::Marks;
+use checkpoint::{Fork, Rewind, RewindReport};
 use compact::CompactionState;
 use delivery::Listeners;
 use delivery::{EventSink, Forward};
@@ -259,8 +265,31 @@ impl Session {
             cache_key: None,
             mcp: parent.and_then(|p| p.mcp),
             first_background_id: 1,
+            marks: (Marks::default(), None),
+            fork: false,
         };
-        Session::launch(id, profile, env, client, config, start)
+        launch::launch(id, profile, env, client, config, start)
+    }
+
+    /// Starts a new session from the history of the session recorded at `transcript_path`
+    /// ([`Fork::latest`] or [`Fork::at_input`]), leaving that transcript untouched: the
+    /// new session has its own id, writes its own transcript (`config.transcript_path`,
+    /// which must be a new file) and takes its own checkpoints. The fork's profile,
+    /// environment, client and configuration replacements are ignored here: the arguments
+    /// are the new session's.
+    ///
+    /// Fails like [`Session::resume`], and with an error of kind `InvalidRequest` when the
+    /// transcript has no input `at`.
+    pub fn fork_from(
+        transcript_path: impl AsRef<Path>,
+        fork: Fork,
+        profile: ProviderProfile,
+        env: Arc<dyn ExecutionEnvironment>,
+        client: Client,
+        config: SessionConfig,
+    ) -> Result<Session> {
+        let start = checkpoint::lifecycle::fork_from(transcript_path.as_ref(), fork.at)?;
+        checkpoint::lifecycle::start_fork(profile, env, client, config, start)
     }
 
     /// Continues the session recorded in the transcript at `transcript_path`: a new
@@ -314,113 +343,10 @@ impl Session {
             cache_key: Some(resumed.first_session_id),
             mcp: None,
             first_background_id: resumed.first_background_id,
+            marks: resumed.marks,
+            fork: false,
         };
-        Session::launch(id, profile, env, client, config, start)
-    }
-
-    /// Starts the worker of session `id` from `start`: the approval policy as a hook, the
-    /// shared state, the MCP servers, the event sink, the subagents and the compaction
-    /// state, then the named thread.
-    fn launch(
-        id: String,
-        mut profile: ProviderProfile,
-        env: Arc<dyn ExecutionEnvironment>,
-        client: Client,
-        mut config: SessionConfig,
-        start: Start,
-    ) -> Result<Session> {
-        model_call::check_controls(&client, &profile, &config)?;
-        // The approval policy is one pre_tool_use hook, after the host's own (subagents
-        // get the converted config, so it is converted once).
-        if let Some(approval) = config.approval.take() {
-            config.hooks = std::mem::take(&mut config.hooks).with_approval(approval);
-        }
-        let short_id: String = id.chars().take(8).collect();
-        let (inbox, inbox_rx) = crossbeam_channel::unbounded();
-        let (event_tx, event_rx) = crossbeam_channel::unbounded();
-        let listeners = Arc::new(Listeners::default());
-        let shared = Arc::new(Shared::default());
-        *lock(&shared.reasoning_effort) = config.reasoning_effort.clone();
-        *lock(&shared.mode) = config.mode;
-        let history_chars = start.history.approx_chars();
-        let assistant_turns = start.history.assistant_turns();
-        let compaction = compaction_state(&config, &profile, &start.history);
-        *lock(&shared.history) = start.history;
-        let abort = CancelToken::new();
-        // MCP servers start now, in parallel, off the host's thread (subagents share
-        // their parent's).
-        let mcp_owner = start.mcp.is_none();
-        let mcp = mcp::start(&config, env.working_directory(), start.mcp, &abort);
-        let mut events = EventSink::new(event_tx, Arc::from(id.as_str()), listeners.clone())
-            .forwarded_to(start.forward);
-        if config.transcript_events {
-            if let Some(writer) = &start.transcript {
-                events = events.with_transcript(writer.clone());
-            }
-        }
-        let ledger = Ledger::new(&config, start.budget_parent);
-        let subagents = subagents::connect(
-            &mut profile,
-            &env,
-            &client,
-            &config,
-            &events,
-            start.depth,
-            ParentShare {
-                ledger: ledger.clone(),
-                mcp: mcp.clone(),
-                mode: shared.mode.clone(),
-            },
-        );
-        let background = background::registry(
-            &config,
-            &events,
-            start.transcript.clone(),
-            start.first_background_id,
-        );
-        let worker = Worker {
-            budget: Meter::new(ledger, &config),
-            cache_key: start.cache_key.unwrap_or_else(|| id.clone()),
-            fallback: fallback::Chain::new(&config.fallback_models),
-            structured: None,
-            mode: mode::ModeState::new(&env),
-            compaction,
-            short_id: short_id.clone(),
-            loop_detector: LoopDetector::new(config.loop_detection_window),
-            profile,
-            env,
-            client,
-            config,
-            shared: shared.clone(),
-            events,
-            subagents,
-            inbox: inbox_rx,
-            abort: abort.clone(),
-            history_chars,
-            assistant_turns,
-            context_warned: false,
-            transcript: start.transcript,
-            startup_warnings: start.warnings,
-            totals: Default::default(),
-            mcp: mcp.clone(),
-            mcp_owner,
-            mcp_registered: Default::default(),
-            background: background.clone(),
-        };
-        let structured_output_retries = worker.config.structured_output_retries;
-        let handle = spawn_worker(&short_id, worker)?;
-        Ok(Session {
-            structured_output_retries,
-            id,
-            inbox,
-            events: event_rx,
-            listeners,
-            shared,
-            abort,
-            worker: Mutex::new(Some(handle)),
-            mcp,
-            background,
-        })
+        launch::launch(id, profile, env, client, config, start)
     }
 
     /// The session id: a UUID v4-formatted string, unique within and across processes in
@@ -557,6 +483,50 @@ impl Session {
         })
     }
 
+    /// Puts the files, the history or both back as they were before an input (or a tool
+    /// round); see [`checkpoint`] for what is recorded and the rules. Waits until the
+    /// inputs queued before it are processed, then rewinds, records the rewind in the
+    /// transcript and emits `REWOUND` (a dry run changes, records and emits nothing).
+    ///
+    /// Files the user changed since the agent's edit are left as they are and listed in
+    /// [`RewindReport::conflicts`], unless [`Rewind::force`]. Fails with an
+    /// `InvalidRequest` error when the session has no such input (or no file checkpoint
+    /// for it), `Configuration` when the files are asked for and checkpoints are off, and
+    /// `Io` when the store or git fails; then nothing was changed.
+    pub fn rewind(&self, rewind: Rewind) -> Result<RewindReport> {
+        let (reply, done) = crossbeam_channel::bounded(1);
+        self.send(Input::Checkpoint(Box::new(move |parts| {
+            let _ = reply.send(parts.rewind(rewind));
+            None
+        })))?;
+        done.recv().map_err(|_| {
+            Error::new(
+                ErrorKind::SessionClosed,
+                "the session closed before the rewind ran",
+            )
+        })?
+    }
+
+    /// Starts a new session from this one's history ([`Fork::latest`], or the history
+    /// before an input with [`Fork::at_input`]): its own id, transcript (by default
+    /// `<stem>.fork-<n>.jsonl` beside this one's), checkpoints, budgets and MCP server
+    /// processes, the same profile, environment and client unless the fork replaces them.
+    /// This session is not changed, and neither sees the other's later turns. Waits until
+    /// the inputs queued before it are processed.
+    pub fn fork(&self, fork: Fork) -> Result<Session> {
+        let (reply, done) = crossbeam_channel::bounded(1);
+        self.send(Input::Checkpoint(Box::new(move |parts| {
+            let _ = reply.send(parts.fork(fork));
+            None
+        })))?;
+        done.recv().map_err(|_| {
+            Error::new(
+                ErrorKind::SessionClosed,
+                "the session closed before the fork ran",
+            )
+        })?
+    }
+
     /// Queues a steering message for the model (spec §2.6): injected as a user message
     /// after the current tool round, or before the next model call.
     pub fn steer(&self, message: impl Into<String>) -> Result<()> {
@@ -662,51 +632,6 @@ impl Drop for Session {
             }
         }
     }
-}
-
-/// What a new worker starts from.
-struct Start {
-    /// Subagent depth (0 for a host's session).
-    depth: usize,
-    /// For a subagent: where its events go.
-    forward: Option<Forward>,
-    history: History,
-    transcript: Option<Arc<TranscriptWriter>>,
-    /// `WARNING` events (code `"transcript"`) to emit after `SESSION_START`.
-    warnings: Vec<String>,
-    /// For a subagent: the parent's ledger, charged with this session's spending too.
-    budget_parent: Option<Arc<Ledger>>,
-    /// The prompt-cache key, when not the session's id: a resumed session keeps the key of
-    /// the session that started the transcript (its requests share that one's prefix).
-    cache_key: Option<String>,
-    /// For a subagent: the parent's MCP servers.
-    mcp: Option<mcp::SharedMcp>,
-    /// The first id of the session's background processes.
-    first_background_id: u64,
-}
-
-/// The compaction state of a session starting with `history`: budgets from the
-/// configuration and the profile's window (none when compaction is off).
-fn compaction_state(
-    config: &SessionConfig,
-    profile: &ProviderProfile,
-    history: &History,
-) -> CompactionState {
-    CompactionState::new(compact::limits_for(config, profile), history)
-}
-
-/// Starts the session's named worker thread.
-fn spawn_worker(short_id: &str, worker: Worker) -> Result<JoinHandle<()>> {
-    thread::Builder::new()
-        .name(format!("agentloop-session-{short_id}"))
-        .spawn(move || worker.run())
-        .map_err(|err| {
-            Error::new(
-                ErrorKind::Io,
-                format!("failed to start the session thread: {err}"),
-            )
-            .with_source(err)
-        })
 }
 
 /// A new session id: 128 bits formatted as a UUID v4 string.

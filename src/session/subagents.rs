@@ -40,6 +40,7 @@ use crossbeam_channel::{Receiver, select};
 use serde_json::{Value, json};
 
 use super::budget::Budget;
+use super::checkpoint::worktree::Worktree;
 use super::config::SessionConfig;
 use super::delivery::EventSink;
 use super::events::StopReason;
@@ -69,6 +70,9 @@ pub(crate) struct SubagentResult {
     pub(crate) success: bool,
     /// Model calls the subagent made over its whole life.
     pub(crate) turns_used: usize,
+    /// For a subagent in its own worktree: its changes (`patch_file`, `changes`, `patch`,
+    /// or `changes: "none"`).
+    pub(crate) patch: Option<Value>,
 }
 
 /// Gives the session's tool registry its subagent tools: connected to `subagents`, or
@@ -101,6 +105,9 @@ struct Child {
     result: Option<SubagentResult>,
     /// A `wait` is in progress (one at a time per child).
     waiting: bool,
+    /// Its own worktree, if it has one; removed after the session (declared after it, so
+    /// dropped after the session's worker is joined).
+    worktree: Option<Worktree>,
 }
 
 /// What a session needs to start children: the parent's profile, environment, client and
@@ -124,6 +131,11 @@ pub(crate) struct Subagents {
     closed: AtomicBool,
     /// The parent's mode cell: a child starts in the mode the parent is in.
     mode: Arc<Mutex<SessionMode>>,
+    /// The environment as the host gave it (worktree children get it, rooted in their
+    /// worktree) and the session's id.
+    worktree_env: std::sync::OnceLock<(Arc<dyn ExecutionEnvironment>, String)>,
+    /// Patch files of worktree children, removed when the session ends.
+    patches: Mutex<Vec<PathBuf>>,
 }
 
 impl std::fmt::Debug for Subagents {
@@ -158,12 +170,50 @@ impl Subagents {
             spawned: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             mode: share.mode,
+            worktree_env: std::sync::OnceLock::new(),
+            patches: Mutex::new(Vec::new()),
         }
     }
 
     /// Connects the subagent tools of `registry` (a fallback profile's) to these children.
     pub(crate) fn connect(self: &Arc<Self>, registry: &mut ToolRegistry) {
         register(registry, Arc::downgrade(self), self.depth, &self.config);
+    }
+
+    /// The environment worktree children start from, and the session id that names them.
+    pub(crate) fn set_worktree_env(&self, env: Arc<dyn ExecutionEnvironment>, session: &str) {
+        let _ = self.worktree_env.set((env, session.to_string()));
+    }
+
+    /// A worktree for child `id` and the directory it works in, when it asks for one (or
+    /// the session's default says so).
+    fn worktree_for(
+        &self,
+        request: &SpawnRequest<'_>,
+        id: &str,
+        directory: &Path,
+    ) -> Result<Option<Isolated>, String> {
+        if !request.worktree.unwrap_or(self.config.subagent_worktrees) {
+            return Ok(None);
+        }
+        let Some((env, session)) = self.worktree_env.get() else {
+            return Err("this session cannot give subagents worktrees".to_string());
+        };
+        if !env.files_are_local() {
+            return Err(
+                "isolation \"worktree\" needs the working tree on this machine; \
+                        spawn the subagent without isolation"
+                    .to_string(),
+            );
+        }
+        let base = std::fs::canonicalize(env.working_directory()).map_err(|e| e.to_string())?;
+        let worktree = Worktree::create(&base, session, id)?;
+        let inside = std::fs::canonicalize(directory)
+            .ok()
+            .and_then(|d| d.strip_prefix(&base).ok().map(Path::to_path_buf))
+            .unwrap_or_default();
+        let dir = worktree.dir.join(inside);
+        Ok(Some((worktree, env.clone(), dir)))
     }
 
     /// Runs one parsed call of a subagent tool.
@@ -212,10 +262,14 @@ impl Subagents {
             }
             None => self.env.working_directory().to_path_buf(),
         };
-        let env: Arc<dyn ExecutionEnvironment> = Arc::new(SubagentEnvironment::new(
-            self.env.clone(),
-            directory.clone(),
-        ));
+        let number = self.spawned.fetch_add(1, Ordering::SeqCst) + 1;
+        let id = format!("agent-{number}");
+        let (worktree, base_env, directory) = match self.worktree_for(request, &id, &directory)? {
+            Some((worktree, env, dir)) => (Some(worktree), env, dir),
+            None => (None, self.env.clone(), directory),
+        };
+        let env: Arc<dyn ExecutionEnvironment> =
+            Arc::new(SubagentEnvironment::new(base_env, directory.clone()));
         let mut profile = self.profile.clone();
         if let Some(model) = request.model {
             if self.ledger.has_cost_budget() && self.config.prices.price(model).is_none() {
@@ -236,11 +290,10 @@ impl Subagents {
             fallback.user_instructions = Some(child_instructions(
                 fallback.user_instructions.as_deref(),
                 &directory,
+                worktree.is_some(),
             ));
         }
         config.mode = *lock(&self.mode);
-        let number = self.spawned.fetch_add(1, Ordering::SeqCst) + 1;
-        let id = format!("agent-{number}");
         let session = Session::start(
             profile,
             env,
@@ -283,6 +336,7 @@ impl Subagents {
                 pending: Some(pending),
                 result: None,
                 waiting: false,
+                worktree,
             },
         );
         Ok(ToolOutput::text(
@@ -295,7 +349,7 @@ impl Subagents {
         let child = self.child(&mut children, id)?;
         // A finished input whose outcome nobody collected yet: collect it now.
         if let Some(outcome) = child.pending.as_ref().and_then(|rx| rx.try_recv().ok()) {
-            child.result = Some(result_of(&outcome, &child.session));
+            child.result = Some(result_of(&outcome, child, &self.patches));
             child.pending = None;
         }
         if child.pending.is_some() {
@@ -384,11 +438,12 @@ impl Subagents {
             }
         };
         let result = match outcome {
-            Some(outcome) => result_of(&outcome, &child.session),
+            Some(outcome) => result_of(&outcome, child, &self.patches),
             None => SubagentResult {
                 output: "the subagent closed before it finished".to_string(),
                 success: false,
                 turns_used: assistant_turns(&child.session),
+                patch: None,
             },
         };
         child.pending = None;
@@ -418,7 +473,11 @@ impl Subagents {
         if let Some(result) = child.result {
             report["output"] = Value::String(result.output);
             report["success"] = Value::Bool(result.success);
+            if let Some(patch) = result.patch {
+                report["patch"] = patch;
+            }
         }
+        drop(child.worktree); // after the session: removes the worktree and its branch
         Ok(ToolOutput::text(report.to_string()))
     }
 
@@ -448,18 +507,46 @@ impl Subagents {
         for child in children.values() {
             child.session.abort();
         }
-        drop(children); // each drop joins its worker, which has already been told to stop
+        drop(children); // each drop joins its worker, then removes its worktree
+        for patch in std::mem::take(&mut *lock(&self.patches)) {
+            let _ = std::fs::remove_file(patch);
+        }
     }
 }
 
-fn result_of(outcome: &Outcome, session: &Session) -> SubagentResult {
+fn result_of(outcome: &Outcome, child: &Child, patches: &Mutex<Vec<PathBuf>>) -> SubagentResult {
     SubagentResult {
         output: match (&outcome.error, outcome.text.is_empty()) {
             (Some(error), true) => format!("the subagent stopped with an error: {error}"),
             _ => outcome.text.clone(),
         },
         success: outcome.stop_reason == StopReason::Completed,
-        turns_used: assistant_turns(session),
+        turns_used: assistant_turns(&child.session),
+        patch: child
+            .worktree
+            .as_ref()
+            .map(|worktree| patch_of(worktree, patches)),
+    }
+}
+
+/// A worktree child's changes for its result: the patch file to apply, or why not.
+fn patch_of(worktree: &Worktree, patches: &Mutex<Vec<PathBuf>>) -> Value {
+    match worktree.patch() {
+        Ok(Some(patch)) => {
+            lock(patches).push(patch.file.clone());
+            json!({
+                "patch_file": patch.file,
+                "changes": patch.stat,
+                "apply": format!(
+                    "its changes are not in your files yet: apply them with `git apply {}` \
+                     (add --3way if your files changed meanwhile), or leave them",
+                    patch.file.display()
+                ),
+                "patch": patch.text,
+            })
+        }
+        Ok(None) => json!({"changes": "none"}),
+        Err(error) => json!({"error": error}),
     }
 }
 
@@ -469,15 +556,16 @@ fn result_output(result: &SubagentResult) -> ToolOutput {
     } else {
         "failed"
     };
-    ToolOutput::text(
-        json!({
-            "status": status,
-            "output": result.output,
-            "success": result.success,
-            "turns_used": result.turns_used,
-        })
-        .to_string(),
-    )
+    let mut output = json!({
+        "status": status,
+        "output": result.output,
+        "success": result.success,
+        "turns_used": result.turns_used,
+    });
+    if let Some(patch) = &result.patch {
+        output["patch"] = patch.clone();
+    }
+    ToolOutput::text(output.to_string())
 }
 
 fn assistant_turns(session: &Session) -> usize {
@@ -486,11 +574,22 @@ fn assistant_turns(session: &Session) -> usize {
 
 /// The last layer of a child's system prompt: the parent's override, then what a subagent
 /// must know.
-fn child_instructions(parent: Option<&str>, directory: &Path) -> String {
+fn child_instructions(parent: Option<&str>, directory: &Path, worktree: bool) -> String {
     let mut text = String::new();
     if let Some(parent) = parent.map(str::trim).filter(|t| !t.is_empty()) {
         text.push_str(parent);
         text.push_str("\n\n");
+    }
+    if worktree {
+        text.push_str(&format!(
+            "You are a subagent. Another agent gave you the task in the user message and \
+             receives your final answer as its result; nobody else reads your messages. You \
+             work in your own git worktree at {}, a copy of the other agent's files: change \
+             files there freely (do not commit); your changes go back to it as a patch. \
+             Finish with a short report of what you did and found.",
+            directory.display()
+        ));
+        return text;
     }
     text.push_str(&format!(
         "You are a subagent. Another agent gave you the task in the user message and receives \
@@ -502,6 +601,9 @@ fn child_instructions(parent: Option<&str>, directory: &Path) -> String {
     ));
     text
 }
+
+/// A worktree child's worktree, the environment it starts from and where it works.
+type Isolated = (Worktree, Arc<dyn ExecutionEnvironment>, PathBuf);
 
 /// The parent's environment as a child sees it: the same filesystem and processes, its own
 /// working directory, and no say over the environment's lifecycle.
@@ -647,7 +749,7 @@ mod tests {
 
     #[test]
     fn a_childs_instructions_name_its_directory_after_the_parents() {
-        let text = child_instructions(Some("Answer in French."), Path::new("/w/sub"));
+        let text = child_instructions(Some("Answer in French."), Path::new("/w/sub"), false);
         assert!(text.starts_with("Answer in French.\n\nYou are a subagent."));
         assert!(text.contains("only inside /w/sub"));
     }

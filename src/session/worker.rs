@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Outcome;
-use super::budget::{BudgetKind, BudgetScope};
+use super::checkpoint::lifecycle::{CheckpointParts, Checkpoints};
 use super::compact::{Compaction, CompactionState};
 use super::compaction::CompactionReason;
 use super::config::SessionConfig;
@@ -25,6 +25,7 @@ use super::fallback::{self, Chain};
 use super::history::Turn;
 use super::hook_runner::{HookRunner, Submit};
 use super::hooks::{HookEvent, PromptSource};
+use super::inbox::InputEnd;
 pub(crate) use super::inbox::{Input, Shared};
 use super::ledger::{self, Meter};
 use super::loop_detection::LoopDetector;
@@ -44,38 +45,6 @@ use crate::profiles::ProviderProfile;
 use crate::session::subagents::Subagents;
 use crate::sync::lock;
 use crate::tools::background::jobs::BackgroundJobs;
-
-/// How one input ended.
-struct InputEnd {
-    text: String,
-    stop: StopReason,
-    rounds: usize,
-    totals: Totals,
-    error: Option<Error>,
-    fatal: bool,
-    /// Why a `user_prompt_submit` hook blocked the input.
-    blocked: Option<String>,
-    /// The structured final answer.
-    output: Option<serde_json::Value>,
-    /// The budget that stopped the input.
-    budget: Option<(BudgetKind, BudgetScope)>,
-}
-
-impl Default for InputEnd {
-    fn default() -> InputEnd {
-        InputEnd {
-            text: String::new(),
-            stop: StopReason::Completed,
-            rounds: 0,
-            totals: Totals::default(),
-            error: None,
-            fatal: false,
-            blocked: None,
-            output: None,
-            budget: None,
-        }
-    }
-}
 
 pub(crate) struct Worker {
     pub(crate) short_id: String,
@@ -123,6 +92,8 @@ pub(crate) struct Worker {
     pub(crate) mode: ModeState,
     /// The session's background processes.
     pub(crate) background: Arc<BackgroundJobs>,
+    /// Marks, file checkpoints and the store (see `checkpoint/`).
+    pub(crate) checkpoints: Checkpoints,
 }
 
 impl Worker {
@@ -210,6 +181,7 @@ impl Worker {
                     let _ = reply.send(());
                     None
                 }
+                Input::Checkpoint(job) => job(&mut self.checkpoint_parts()),
                 Input::Close => return CloseReason::Closed,
                 Input::Abort => return CloseReason::Aborted,
             };
@@ -314,6 +286,14 @@ impl Worker {
     }
 
     fn push_turn(&mut self, turn: Turn) {
+        // A user turn starts an input, a response with tool calls a round: checkpoints.
+        match &turn {
+            Turn::User(_) => self.checkpoint_parts().begin(false),
+            Turn::Assistant(reply) if !reply.tool_calls.is_empty() => {
+                self.checkpoint_parts().begin(true)
+            }
+            _ => {}
+        }
         if let Some(transcript) = &self.transcript {
             if let Some(failure) = transcript.turn(&turn) {
                 self.transcript_warning(failure);
@@ -557,6 +537,7 @@ impl Worker {
     /// `PROCESSING_END` with the input's totals.
     fn end_input(&mut self, mut end: InputEnd) -> InputEnd {
         self.answer_open_calls();
+        self.checkpoint_parts().end_input();
         if let Some(structured) = self.structured.take() {
             (end.output, end.error) = structured.finish(end.stop, end.error);
         }
@@ -621,6 +602,22 @@ impl Worker {
             events: &self.events,
             transcript: self.transcript.as_deref(),
             cancel,
+        }
+    }
+
+    /// The session's parts a checkpoint, rewind or fork works with (`checkpoint/`).
+    fn checkpoint_parts(&mut self) -> CheckpointParts<'_> {
+        CheckpointParts {
+            checkpoints: &mut self.checkpoints,
+            history: &self.shared.history,
+            compaction: &mut self.compaction,
+            history_chars: &mut self.history_chars,
+            transcript: self.transcript.as_ref(),
+            events: &self.events,
+            cancel: &self.abort,
+            profile: &self.profile,
+            client: &self.client,
+            config: &self.config,
         }
     }
 

@@ -45,6 +45,9 @@ pub(crate) struct SpawnRequest<'a> {
     pub(crate) working_dir: Option<&'a str>,
     pub(crate) model: Option<&'a str>,
     pub(crate) max_turns: u64,
+    /// `Some(true)`: its own git worktree; `Some(false)`: the shared tree; `None`: the
+    /// session's default.
+    pub(crate) worktree: Option<bool>,
 }
 
 /// What runs a parsed subagent call: the session's children.
@@ -89,6 +92,16 @@ fn parse<'a>(name: &str, args: &'a Map<String, Value>) -> Result<SubagentCall<'a
             working_dir: args::optional_str(args, "working_dir"),
             model: args::optional_str(args, "model").filter(|m| !m.trim().is_empty()),
             max_turns: args::optional_u64(args, "max_turns").unwrap_or(0),
+            worktree: match args::optional_str(args, "isolation") {
+                None => None,
+                Some("worktree") => Some(true),
+                Some("none") => Some(false),
+                Some(other) => {
+                    return Err(format!(
+                        "isolation `{other}` is not known; use \"worktree\" or \"none\""
+                    ));
+                }
+            },
         }),
         SEND_INPUT => SubagentCall::SendInput {
             id: id()?,
@@ -156,6 +169,11 @@ instructions with send_input, stop it with close_agent."
                     "type": "integer",
                     "minimum": 0,
                     "description": "Most model calls the subagent may make (default 0: no limit)."
+                },
+                "isolation": {
+                    "type": "string",
+                    "enum": ["none", "worktree"],
+                    "description": "worktree: the subagent works in its own git worktree, a copy of your files, and wait returns its changes as a patch for you to apply or leave; none: it edits your files directly."
                 }
             },
             "required": ["task"],

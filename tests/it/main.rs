@@ -2,6 +2,7 @@
 //! `session/`, `tools/`, …), with the test support in the `support` crate
 //! (`tests/support/`).
 
+mod checkpoint;
 mod compaction;
 mod examples;
 mod exec;

@@ -97,6 +97,16 @@ OPTIONS:
                             --resume, where the continued session is saved instead
     --resume PATH           continue the session saved in PATH (appending to it unless
                             --transcript names another file)
+    --rewind N              with --resume: first put the files and the conversation back
+                            as they were before input N (files you changed since the agent
+                            did are left as they are and listed); with a PROMPT, then run
+                            it, else stop there
+    --dry-run               with --rewind: only print what the rewind would change
+    --force                 with --rewind: also put back files you changed since
+    --fork                  with --resume: continue PATH's conversation (before input N
+                            with --rewind) as a new session with its own transcript
+                            (--transcript, or PATH's name with .fork-1, .fork-2, …); PATH
+                            and the files are left as they are
     --hooks FILE            run the hook commands in FILE (JSON; see the README's Hooks)
     --mcp-config FILE       MCP servers whose tools the agent offers, in the JSON other
                             clients use: {\"mcpServers\": {\"NAME\": {\"command\",
@@ -235,6 +245,14 @@ pub struct Options {
     pub transcript: Option<PathBuf>,
     /// `--resume`: the transcript to continue.
     pub resume: Option<PathBuf>,
+    /// `--rewind`: the input to go back before.
+    pub rewind: Option<usize>,
+    /// `--dry-run`: only show what the rewind would change.
+    pub dry_run: bool,
+    /// `--force`: the rewind overwrites the user's changes too.
+    pub force: bool,
+    /// `--fork`: a new session from the resumed one's history.
+    pub fork: bool,
     /// `--hooks`: the hook commands file.
     pub hooks: Option<PathBuf>,
     /// `--mcp-config`: the MCP servers file.
@@ -350,6 +368,16 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--plan" => options.plan = true,
             "--sessions-dir" => {
                 options.sessions_dir = Some(PathBuf::from(non_empty(&name, value("a directory")?)?))
+            }
+            "--dry-run" => options.dry_run = true,
+            "--force" => options.force = true,
+            "--fork" => options.fork = true,
+            "--rewind" => {
+                let input: usize = number(&name, &value("an input number")?)?;
+                if input == 0 {
+                    return Err(usage("--rewind counts inputs from 1"));
+                }
+                options.rewind = Some(input);
             }
             "--provider" => {
                 let text = value("anthropic, openai, openai-chat, gemini or demo")?;
@@ -547,6 +575,25 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
         }
         return Ok(Command::Mcp(Box::new(options), action));
     }
+    if (options.rewind.is_some() || options.fork) && options.resume.is_none() {
+        return Err(usage(
+            "--rewind and --fork work on a saved session: add --resume PATH",
+        ));
+    }
+    if (options.dry_run || options.force) && options.rewind.is_none() {
+        return Err(usage("--dry-run and --force go with --rewind N"));
+    }
+    if options.force && options.fork {
+        return Err(usage(
+            "--force goes with a rewind; --fork changes no file (drop --force)",
+        ));
+    }
+    if options.dry_run && (options.fork || !words.is_empty()) {
+        return Err(usage(
+            "--dry-run only prints what the rewind would change; it runs no prompt and \
+             makes no fork",
+        ));
+    }
     if !words.is_empty() {
         let prompt = words.join(" ");
         if prompt.trim().is_empty() {
@@ -699,6 +746,27 @@ mod tests {
         assert_eq!(options.max_rounds, 4);
         assert!(options.json);
         assert_eq!(options.prompt.as_deref(), Some("fix the tests"));
+    }
+
+    #[test]
+    fn rewind_takes_an_input_number_and_its_companions_need_it() {
+        let options = run(&["--resume", "s.jsonl", "--rewind", "2", "--dry-run"]).unwrap();
+        assert_eq!((options.rewind, options.dry_run), (Some(2), true));
+        let forked = run(&["--resume", "s.jsonl", "--fork", "--rewind=3", "go on"]).unwrap();
+        assert!(forked.fork && forked.rewind == Some(3));
+        for (args, says) in [
+            (&["--rewind", "2"][..], "add --resume"),
+            (&["--fork"][..], "add --resume"),
+            (&["--resume", "s", "--force"][..], "go with --rewind"),
+            (&["--resume", "s", "--rewind", "0"][..], "from 1"),
+            (
+                &["--resume", "s", "--rewind", "1", "--dry-run", "go"][..],
+                "runs no prompt",
+            ),
+        ] {
+            let err = run(args).unwrap_err().0;
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod keys;
 mod mcp;
 mod remote;
 mod render;
+mod rewind;
 mod sandbox;
 mod setup;
 mod signals;
@@ -42,6 +43,7 @@ use std::time::{Duration, Instant};
 use agentloop::exec::ExecutionEnvironment;
 use agentloop::llm::ToolCall;
 use agentloop::profiles::ProviderProfile;
+use agentloop::session::checkpoint::{CheckpointConfig, Fork};
 use agentloop::session::{
     Approval, ApprovalResponder, CloseReason, EventKind, Events, RecvError, Session, SessionConfig,
     SessionEvent, SessionState, StopReason,
@@ -141,8 +143,8 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         Some(demo::TASK.to_string())
     } else if let Some(prompt) = &options.prompt {
         Some(prompt.clone())
-    } else if stdin_is_terminal {
-        None
+    } else if stdin_is_terminal || rewind::request(&options).is_some() {
+        None // a terminal asks for inputs; a rewind without a prompt stops after it
     } else {
         let mut text = String::new();
         if let Err(err) = io::stdin().read_to_string(&mut text) {
@@ -254,6 +256,28 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         }
     }
     control.started(&session);
+    let rewind_only = rewind::request(&options).is_some() && prompt.is_none();
+    if let Some(request) = rewind::request(&options) {
+        match session.rewind(request) {
+            // The JSON view gets the rewind as its `rewound` event (a dry run has none).
+            Ok(report) if options.json && report.dry_run => {
+                let json = serde_json::to_string(&report).unwrap_or_default();
+                if print_or_fail(&format!("{json}\n")) != EXIT_OK {
+                    return EXIT_ERROR;
+                }
+            }
+            Ok(report) if !options.json => {
+                if print_or_fail(&rewind::describe(&report, &setup.cwd)) != EXIT_OK {
+                    return EXIT_ERROR;
+                }
+            }
+            Ok(_) => {}
+            Err(err) => {
+                eprintln!("agentloop: the rewind failed: {err}");
+                return EXIT_ERROR;
+            }
+        }
+    }
 
     let mut run = Run {
         session: &session,
@@ -277,6 +301,11 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
             run.until_session_end();
             run.print_output(options.json);
             run.one_shot_status()
+        }
+        None if rewind_only => {
+            run.session.close();
+            run.until_session_end();
+            run.closed_status()
         }
         None => run.interactive(),
     };
@@ -403,6 +432,10 @@ fn start_session(
     if let Some(tokens) = options.context_window {
         profile = profile.with_context_window_size(tokens);
     }
+    // A saved session can be rewound: its checkpoints go beside its transcript.
+    if options.transcript.is_some() || options.resume.is_some() {
+        config = config.with_checkpoints(CheckpointConfig::enabled());
+    }
     let fallbacks = fallbacks
         .into_iter()
         .map(|f| match options.context_window {
@@ -412,6 +445,16 @@ fn start_session(
         .collect();
     let config = control::configure(options, config, fallbacks);
     match &options.resume {
+        Some(path) if options.fork => {
+            let saved = options
+                .transcript
+                .clone()
+                .unwrap_or_else(|| rewind::fork_path(path));
+            eprintln!("agentloop: the fork is saved in {}", saved.display());
+            let at = options.rewind.map_or_else(Fork::latest, Fork::at_input);
+            let config = config.with_transcript(saved);
+            Session::fork_from(path, at, profile, env, client, config)
+        }
         Some(path) => Session::resume(path, profile, env, client, config),
         None => Session::new(profile, env, client, config),
     }

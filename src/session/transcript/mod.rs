@@ -1,7 +1,6 @@
 //! Transcripts: a session saved as JSON Lines while it runs, and read back to resume it
 //! ([`Session::resume`](super::Session::resume)) or replay it offline
 //! ([`ScriptedModel::from_transcript`](crate::llm::scripted::ScriptedModel::from_transcript)).
-//!
 //! This module reads and writes files only; it never talks to a provider or runs a tool.
 //!
 //! # Format (version 1)
@@ -28,6 +27,9 @@
 //! | `background` | `event` (`start`, `exit`, `read`), `id` (the process's id in the session); for a start `pid` and `command`; for an exit `exit_code`, `signal`, `stopped`, `duration_ms`; for a read `stdout_end` and `stderr_end` (how far the model has read each stream) | when a background process starts (or a foreground command moves to the background), exits, and when the model reads it |
 //! | `compaction` | `reason` (`threshold`, `overflow`, `manual`), `history` (the whole compacted history: kept user messages, the summary turn, the recent turns), `request` and `answer` (the compaction request and the model's raw answer, when the model wrote the summary) | each time the history is compacted |
 //! | `fallback` | `from_provider`, `from_model`, `to_provider`, `to_model`, `error_kind`, `message` (as in the `model_fallback` event) | each time a model failed and the next of [`SessionConfig::fallback_models`](super::SessionConfig::fallback_models) took over; it follows the `request` record of the call that failed |
+//! | `checkpoint` | `seq` (numbers the checkpoint records), `input`, `round` (0: before the input), `checkpoint` and `store` (the file checkpoint and its store, when checkpoints are on) | before each input, and before each tool round with round checkpoints |
+//! | `rewind` | `rewind` (the request), `report` (what it did), `history` (the whole history after it, when the history was rewound) | each rewind ([`Session::rewind`](super::Session::rewind)) |
+//! | `fork` | `forked_from` (the parent's session id), `at` (the input forked before, if any), `history` (the history the fork starts with), `marks` (its inputs' places in it) | once, after the header of a forked session's transcript |
 //!
 //! A `request` record says what the model was asked. Its messages are the leading system
 //! message(s) stored in `request` followed by the messages of the first `turns` history
@@ -37,7 +39,8 @@
 //! once, not on every round. With the turns, that rebuilds every request exactly.
 //!
 //! A `compaction` record replaces the history: the turns it holds are the history from
-//! then on, and the `turns` of later `request` records count from its first turn. The
+//! then on, and the `turns` of later `request` records count from its first turn. So do a
+//! `rewind` record with a `history` and a `fork` record. The
 //! turns before it stay in the file (and in the reader, for replay), so every request of
 //! the session can still be rebuilt.
 //!
@@ -87,6 +90,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::SessionEvent;
+use super::checkpoint::{Rewind, RewindReport};
 use super::compaction::CompactionReason;
 use super::history::{History, Turn};
 use crate::error::{Error, ErrorKind, Result};
@@ -152,8 +156,55 @@ enum RecordIn {
         #[serde(default)]
         error_kind: String,
     },
+    Checkpoint(MarkOut),
+    Rewind {
+        rewind: Rewind,
+        #[serde(default)]
+        history: Option<History>,
+    },
+    Fork {
+        #[serde(default)]
+        history: History,
+        #[serde(default)]
+        marks: Vec<MarkOut>,
+    },
     #[serde(other)]
     Unknown,
+}
+
+/// A `checkpoint` record (and a mark of a `fork` record, where `turns` says where it is).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct MarkOut {
+    pub(crate) seq: u64,
+    pub(crate) input: usize,
+    #[serde(default)]
+    pub(crate) round: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) checkpoint: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) store: Option<std::path::PathBuf>,
+    /// In a `fork` record: the history turns before the mark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) turns: Option<usize>,
+}
+
+/// A mark read back: a [`MarkOut`] and where the history stood among all recorded turns.
+#[derive(Debug, Clone)]
+pub(crate) struct MarkRecord {
+    pub(crate) mark: MarkOut,
+    /// Where the history at the mark starts and ends among all recorded turns.
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+/// One thing the host did to a recorded session, in order: what a replay does again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// An input (submitted or a follow-up): submit it.
+    Input(String),
+    /// A rewind: rewind the same way.
+    Rewind(Rewind),
 }
 
 /// A record as written (borrowing what it writes).
@@ -188,6 +239,20 @@ enum RecordOut<'a> {
         to_model: &'a str,
         error_kind: &'a str,
         message: &'a str,
+    },
+    Checkpoint(&'a MarkOut),
+    Rewind {
+        rewind: &'a Rewind,
+        report: &'a RewindReport,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        history: Option<&'a History>,
+    },
+    Fork {
+        forked_from: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        at: Option<usize>,
+        history: &'a History,
+        marks: &'a [MarkOut],
     },
 }
 
@@ -263,6 +328,12 @@ pub struct Transcript {
     complete_len: u64,
     /// The last complete record is not followed by a newline.
     missing_newline: bool,
+    /// The marks still valid, oldest first, and the next `seq`.
+    marks: Vec<MarkRecord>,
+    next_seq: u64,
+    /// Where the current history starts among all turns.
+    epoch_start: usize,
+    steps: Vec<Step>,
 }
 
 impl Transcript {
@@ -376,6 +447,13 @@ impl Transcript {
         Some(request)
     }
 
+    /// What the host did, in order: the inputs and the rewinds. A replay submits each
+    /// input and rewinds at each rewind, so that the replayed session reproduces the
+    /// recorded one (checked in [`ReplayMode::Strict`](crate::llm::scripted::ReplayMode::Strict)).
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
     /// The recorded events (empty unless the session recorded them).
     pub fn events(&self) -> &[SessionEvent] {
         &self.events
@@ -415,6 +493,23 @@ impl Transcript {
         self.copies.iter().any(|range| range.contains(&index))
     }
 
+    /// The marks still valid (inputs to go back to), oldest first, and the next `seq`.
+    pub(crate) fn marks(&self) -> (&[MarkRecord], u64) {
+        (&self.marks, self.next_seq)
+    }
+
+    /// Where the current history starts among [`all_turns`](Self::all_turns).
+    pub(crate) fn epoch_start(&self) -> usize {
+        self.epoch_start
+    }
+
+    /// The history as it was at the `checkpoint` record `seq`, if the transcript has it.
+    pub(crate) fn history_at(&self, seq: u64) -> Option<History> {
+        let mark = self.marks.iter().find(|m| m.mark.seq == seq)?;
+        let turns = self.all.turns().get(mark.start..mark.end)?;
+        Some(History::from_turns(turns.to_vec()))
+    }
+
     /// The session id of the last segment (the one a resume continues from).
     pub(crate) fn last_session_id(&self) -> &str {
         self.resumes
@@ -449,9 +544,51 @@ struct Builder {
     torn: Option<String>,
     complete_len: u64,
     missing_newline: bool,
+    marks: Vec<MarkRecord>,
+    next_seq: u64,
+    steps: Vec<Step>,
 }
 
 impl Builder {
+    /// Starts a new history with a copy of `history` (a compaction, a rewind, a fork).
+    fn copy(&mut self, history: &History) -> usize {
+        let start = self.turns.len();
+        self.turns.extend(history.turns().iter().cloned());
+        self.epoch_start = start;
+        self.copies.push(start..self.turns.len());
+        start
+    }
+
+    fn mark(&mut self, mark: MarkOut, start: usize, end: usize) {
+        self.next_seq = self.next_seq.max(mark.seq + 1);
+        self.marks.push(MarkRecord { mark, start, end });
+    }
+
+    /// A rewind: the marks it went back past are gone, and so are the file checkpoints it
+    /// undid.
+    fn rewound(&mut self, rewind: &Rewind, history: Option<&History>) {
+        let key = (rewind.input, rewind.round);
+        let target = self
+            .marks
+            .iter()
+            .rev()
+            .find(|m| (m.mark.input, m.mark.round) == key)
+            .and_then(|m| m.mark.checkpoint);
+        if rewind.files {
+            if let Some(id) = target {
+                for mark in &mut self.marks {
+                    if mark.mark.checkpoint.is_some_and(|c| c >= id) {
+                        mark.mark.checkpoint = None;
+                    }
+                }
+            }
+        }
+        if let Some(history) = history {
+            self.marks.retain(|m| (m.mark.input, m.mark.round) < key);
+            self.copy(history);
+        }
+        self.steps.push(Step::Rewind(*rewind));
+    }
     fn add(&mut self, record: RecordIn, number: usize) -> Result<()> {
         let invalid = |message: String| Err(Error::new(ErrorKind::Io, message));
         if self.header.is_none() && !matches!(record, RecordIn::Header(_)) {
@@ -474,7 +611,25 @@ impl Builder {
                     self.resumes.push(header);
                 }
             }
-            RecordIn::Turn { turn } => self.turns.push(turn),
+            RecordIn::Turn { turn } => {
+                if let Turn::User(user) = &turn {
+                    self.steps.push(Step::Input(user.content.clone()));
+                }
+                self.turns.push(turn);
+            }
+            RecordIn::Checkpoint(mark) => {
+                let (start, end) = (self.epoch_start, self.turns.len());
+                self.mark(mark, start, end);
+            }
+            RecordIn::Rewind { rewind, history } => self.rewound(&rewind, history.as_ref()),
+            RecordIn::Fork { history, marks } => {
+                self.marks.clear();
+                let start = self.copy(&history);
+                for mark in marks {
+                    let end = start + mark.turns.unwrap_or(0).min(history.len());
+                    self.mark(mark, start, end);
+                }
+            }
             RecordIn::Request { turns, request } => {
                 let settings = match (request, self.requests.last()) {
                     (Some(request), _) => Arc::new(request),
@@ -504,10 +659,7 @@ impl Builder {
                 request,
                 answer,
             } => {
-                let start = self.turns.len();
-                self.turns.extend(history.turns().iter().cloned());
-                self.epoch_start = start;
-                self.copies.push(start..self.turns.len());
+                let start = self.copy(&history);
                 self.compactions.push(CompactionRecord {
                     position: start,
                     request: request.map(Arc::new),
@@ -559,6 +711,10 @@ impl Builder {
             warnings: self.warnings,
             complete_len: self.complete_len,
             missing_newline: self.missing_newline,
+            marks: self.marks,
+            next_seq: self.next_seq,
+            epoch_start: self.epoch_start,
+            steps: self.steps,
         })
     }
 }
@@ -599,7 +755,7 @@ mod tests {
 
     #[test]
     fn unknown_record_types_and_undecodable_events_are_skipped_with_a_warning() {
-        let future = r#"{"type":"checkpoint","at":3}"#;
+        let future = r#"{"type":"teleport","at":3}"#;
         let event = r#"{"type":"event","event":{"kind":"teleported","session_id":"s1","timestamp":"2026-01-01T00:00:00.000Z","data":{}}}"#;
         let t = Transcript::parse(&lines(&[HEADER, future, USER, event])).unwrap();
         assert_eq!(t.history().len(), 1);

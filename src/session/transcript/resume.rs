@@ -14,6 +14,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::exec::ExecutionEnvironment;
 use crate::llm::ToolResult;
 use crate::profiles::ProviderProfile;
+use crate::session::checkpoint::marks::{HistoryAt, Mark, Marks};
 use crate::session::config::SessionConfig;
 use crate::session::history::{History, Turn};
 
@@ -30,20 +31,39 @@ pub(crate) struct Resumed {
     /// The first id the resumed session's background processes get (after the recorded
     /// ones, so that an id never names two processes in one transcript).
     pub(crate) first_background_id: u64,
+    /// The recorded marks (points to rewind to) and the checkpoint store they name.
+    pub(crate) marks: (Marks, Option<std::path::PathBuf>),
 }
 
-/// Reads the transcript at `source` for a new session `id` continuing it: its history, with
-/// an error result for each call the recording stopped in, and the transcript it goes on
-/// writing (see [`Session::resume`](crate::session::Session::resume)).
-pub(crate) fn resume(
-    source: &Path,
-    id: &str,
-    profile: &ProviderProfile,
-    env: &dyn ExecutionEnvironment,
-    config: &SessionConfig,
-) -> Result<Resumed> {
-    let recorded = Transcript::read(source)?;
-    let mut history = recorded.history().clone();
+/// The marks `recorded` holds, for a session continuing its current history, and the
+/// checkpoint store the last of them names.
+pub(crate) fn marks_of(recorded: &Transcript) -> (Marks, Option<std::path::PathBuf>) {
+    let (records, next_seq) = recorded.marks();
+    let epoch_start = recorded.epoch_start();
+    let entries = records.iter().map(|record| Mark {
+        seq: record.mark.seq,
+        input: record.mark.input,
+        round: record.mark.round,
+        checkpoint: record.mark.checkpoint,
+        store: record.mark.store.clone(),
+        at: if record.start == epoch_start {
+            HistoryAt::Current {
+                epoch: 0,
+                len: record.end - record.start,
+            }
+        } else {
+            HistoryAt::Recorded {
+                seq: record.mark.seq,
+            }
+        },
+    });
+    let store = records.iter().rev().find_map(|r| r.mark.store.clone());
+    (Marks::from_entries(entries.collect(), next_seq), store)
+}
+
+/// `history` with an error result for each call the recording stopped in (so that it is
+/// valid for the provider), and that turn.
+pub(crate) fn repaired(mut history: History) -> (History, Option<Turn>) {
     let open_calls = history.unanswered_calls();
     let repair = (!open_calls.is_empty()).then(|| {
         Turn::tool_results(
@@ -64,6 +84,21 @@ pub(crate) fn resume(
     if let Some(turn) = &repair {
         history.push(turn.clone());
     }
+    (history, repair)
+}
+
+/// Reads the transcript at `source` for a new session `id` continuing it: its history, with
+/// an error result for each call the recording stopped in, and the transcript it goes on
+/// writing (see [`Session::resume`](crate::session::Session::resume)).
+pub(crate) fn resume(
+    source: &Path,
+    id: &str,
+    profile: &ProviderProfile,
+    env: &dyn ExecutionEnvironment,
+    config: &SessionConfig,
+) -> Result<Resumed> {
+    let recorded = Transcript::read(source)?;
+    let (mut history, repair) = repaired(recorded.history().clone());
     let (gone, first_background_id) = background_left(&recorded);
     if let Some(turn) = &gone {
         history.push(turn.clone());
@@ -118,6 +153,7 @@ pub(crate) fn resume(
         warnings,
         first_session_id: recorded.header().session_id.clone(),
         first_background_id,
+        marks: marks_of(&recorded),
     })
 }
 
@@ -192,6 +228,7 @@ fn config_record(config: &SessionConfig) -> Value {
         "hooks": config.hooks.events().iter().map(|e| e.name()).collect::<Vec<_>>(),
         "allow_outside_working_dir": config.allow_outside_working_dir,
         "transcript_events": config.transcript_events,
+        "checkpoints": config.checkpoints.enabled,
     })
 }
 

@@ -9,9 +9,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::{BackgroundRecord, RecordOut, Transcript, TranscriptHeader};
+use super::{BackgroundRecord, MarkOut, RecordOut, Transcript, TranscriptHeader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::Request;
+use crate::session::checkpoint::{Rewind, RewindReport};
 use crate::session::compaction::CompactionReason;
 use crate::session::events::{EventKind, SessionEvent};
 use crate::session::history::{History, Turn};
@@ -191,6 +192,49 @@ impl TranscriptWriter {
             error_kind,
             message,
         })
+    }
+
+    /// Records a mark (a point a rewind or fork can go back to). `Some(message)` on the
+    /// first failed write.
+    pub(crate) fn checkpoint(&self, mark: &MarkOut) -> Option<String> {
+        self.write(&RecordOut::Checkpoint(mark))
+    }
+
+    /// Records a rewind, with the whole history after it when the history was rewound.
+    /// `Some(message)` on the first failed write.
+    pub(crate) fn rewind(
+        &self,
+        rewind: &Rewind,
+        report: &RewindReport,
+        history: Option<&History>,
+    ) -> Option<String> {
+        self.write(&RecordOut::Rewind {
+            rewind,
+            report,
+            history,
+        })
+    }
+
+    /// Records what a forked session starts from. `Some(message)` on the first failed
+    /// write.
+    pub(crate) fn fork(
+        &self,
+        forked_from: &str,
+        at: Option<usize>,
+        history: &History,
+        marks: &[MarkOut],
+    ) -> Option<String> {
+        self.write(&RecordOut::Fork {
+            forked_from,
+            at,
+            history,
+            marks,
+        })
+    }
+
+    /// The transcript's file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Records an event. `Some(message)` on the first failed write.

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 mod background;
 mod budget;
+mod checkpoint;
 mod compaction;
 mod e2e;
 mod exec;
@@ -67,6 +68,7 @@ const SECTIONS: &[Section] = &[
     ("mcp", mcp::run),
     ("remote", remote::run),
     ("scale", scale::run),
+    ("checkpoint", checkpoint::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.

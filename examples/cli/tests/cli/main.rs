@@ -14,6 +14,7 @@ mod hooks;
 mod hostile_servers;
 mod mcp;
 mod remote;
+mod rewind;
 mod robustness;
 mod sandbox;
 mod task;
