@@ -234,14 +234,17 @@ fn agentloop(binary: &Path, url: &str) -> Agent {
     }
 }
 
-/// Codex's configuration: one model provider on the loopback model, Responses over HTTP.
+/// Codex's configuration: one model provider on the loopback model, Responses over HTTP;
+/// its workspace sandbox without `/tmp` (bubblewrap would make a `/tmp/.git` mount point
+/// on the host, and a `.git` in `/tmp` turns every temporary directory into a checkout).
 fn codex_config(url: &str) -> String {
     format!(
         "model_provider = \"bench\"\nmodel = \"gpt-5.3-codex\"\n\
          sandbox_mode = \"workspace-write\"\napproval_policy = \"on-request\"\n\n\
          [model_providers.bench]\n\
          name = \"bench\"\nbase_url = \"{url}/v1\"\nenv_key = \"OPENAI_API_KEY\"\n\
-         wire_api = \"responses\"\n"
+         wire_api = \"responses\"\n\n\
+         [sandbox_workspace_write]\nexclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n"
     )
 }
 
