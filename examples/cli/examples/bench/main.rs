@@ -11,6 +11,8 @@ use std::time::Duration;
 mod background;
 mod budget;
 mod checkpoint;
+mod acp;
+mod acp_model;
 mod compaction;
 mod e2e;
 mod exec;
@@ -69,6 +71,7 @@ const SECTIONS: &[Section] = &[
     ("remote", remote::run),
     ("scale", scale::run),
     ("checkpoint", checkpoint::run),
+    ("acp", acp::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.
@@ -96,6 +99,9 @@ fn main() {
     let wanted: Vec<String> = args.by_ref().take(1).collect();
     if wanted.first().is_some_and(|a| a == e2e::SPAWNER) {
         std::process::exit(e2e::spawner_main(args));
+    }
+    if wanted.first().is_some_and(|a| a == acp::IN_NETNS) {
+        std::process::exit(acp::in_netns_main());
     }
     let mut wanted: Vec<String> = wanted.into_iter().chain(args).collect();
     // `scale N`: a number after `scale` is its session count, not a section.
