@@ -313,6 +313,18 @@ impl ExecutionEnvironment for CheckpointEnvironment {
         self.inner.exec_command(request, on_output, cancel)
     }
 
+    /// A background command may change files for as long as it runs: counted as a command
+    /// (its changes are the git snapshot's to cover, or reported as not covered).
+    fn start_background(
+        &self,
+        request: &CommandRequest,
+        output_limit: usize,
+        on_exit: crate::exec::ExitCallback,
+    ) -> io::Result<Box<dyn crate::exec::BackgroundProcess>> {
+        self.recorder.command();
+        self.inner.start_background(request, output_limit, on_exit)
+    }
+
     crate::forward_execution_environment!(self.inner =>
         read_file, read_bytes, file_exists, stat, list_directory, grep, glob, initialize,
         warnings, cleanup, working_directory, platform, os_version, max_command_timeout,

@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
+mod acp;
+mod acp_model;
 mod background;
 mod budget;
 mod checkpoint;
-mod acp;
-mod acp_model;
 mod compaction;
 mod e2e;
 mod exec;
