@@ -33,7 +33,7 @@ pub fn run(options: Options, var: &dyn Fn(&str) -> Option<String>, ctrl_c: &Ctrl
         );
     }
     for note in &setup.notes {
-        eprintln!("agentloop: {note}");
+        say!("agentloop: {note}");
     }
     let (profile, client, fallbacks) = (setup.profile, setup.client, setup.fallbacks);
     let tokens = mcp::token_file(&options, var);
@@ -65,7 +65,7 @@ pub fn run(options: Options, var: &dyn Fn(&str) -> Option<String>, ctrl_c: &Ctrl
     }
     // A signal ends the input like a closed stdin: sessions end the orderly way.
     if let Err(err) = ctrl_c.handle().and_then(|()| ctrl_c.watch(|_| {})) {
-        eprintln!("agentloop: cannot handle signals: {err}");
+        say!("agentloop: cannot handle signals: {err}");
         return EXIT_ERROR;
     }
     let input = UntilSignal {
@@ -75,7 +75,7 @@ pub fn run(options: Options, var: &dyn Fn(&str) -> Option<String>, ctrl_c: &Ctrl
     match agent.serve(input, std::io::stdout()) {
         Ok(()) => EXIT_OK,
         Err(err) => {
-            eprintln!("agentloop: reading stdin failed: {err}");
+            say!("agentloop: reading stdin failed: {err}");
             EXIT_ERROR
         }
     }

@@ -350,7 +350,7 @@ impl Human {
             EventKind::Error { message, .. } => {
                 self.clear_indicator();
                 self.end_line()?;
-                eprintln!("{}error: {}{}", s.red, safe(message), s.reset);
+                say!("{}error: {}{}", s.red, safe(message), s.reset);
             }
             EventKind::HookDecision { hook, decision, .. }
                 if !matches!(decision, HookDecision::Continue) =>
@@ -498,7 +498,7 @@ impl Human {
     fn warn(&mut self, message: &str) {
         self.clear_indicator();
         let s = self.style;
-        eprintln!("{}warning: {}{}", s.red, safe(message), s.reset);
+        say!("{}warning: {}{}", s.red, safe(message), s.reset);
     }
 
     fn tick(&mut self) {
