@@ -37,6 +37,9 @@ pub fn run(options: Options, var: &dyn Fn(&str) -> Option<String>, ctrl_c: &Ctrl
     }
     let (profile, client, fallbacks) = (setup.profile, setup.client, setup.fallbacks);
     let tokens = mcp::token_file(&options, var);
+    if let Err(err) = sandbox::check(&options) {
+        return usage_error(&err);
+    }
     if let Err(err) = control::check(&options, &profile, &fallbacks) {
         return usage_error(&err.0);
     }

@@ -80,7 +80,7 @@ OPTIONS:
     --sandbox MODE          read-only | workspace-write (default) | full-access: what
                             commands and file tools may write (Landlock + seccomp on Linux)
     --network on|off        whether commands may use the network (default: off under a
-                            sandbox, on with full-access)
+                            sandbox, on with full-access; off with full-access is refused)
     --allow-unix-socket PATH
                             let sandboxed commands connect to this host UNIX socket
                             (repeatable; e.g. /var/run/docker.sock); all others outside

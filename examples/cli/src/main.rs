@@ -154,6 +154,9 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         Ok(schema) => schema,
         Err(err) => return usage_error(&err.0),
     };
+    if let Err(err) = sandbox::check(&options) {
+        return usage_error(&err);
+    }
     if let Err(err) = control::check(&options, &setup.profile, &setup.fallbacks) {
         return usage_error(&err.0);
     }

@@ -85,3 +85,56 @@ fn agent_2_to_1_piped_into_head_1_exits_1_and_head_shows_nothing_of_a_panic() {
     let ran = crate::run_command(command, "");
     assert_eq!(ran.stdout, "first\nstatus 1\n", "{}", ran.all_output());
 }
+
+/// `--network off` cannot hold without a sandbox: refused before anything starts (and
+/// before any request), never silently ignored; the message names the fix.
+#[test]
+fn network_off_with_full_access_is_refused_with_exit_2() {
+    let server = Server::start(vec![Reply::sse(Wire::OpenAiChat.turn("done", &[]))]);
+    let work = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    let ran = crate::run_agent(
+        &[
+            "--provider",
+            "openai-chat",
+            "--base-url",
+            &base,
+            "--cwd",
+            work.path().to_str().unwrap(),
+            "--sandbox",
+            "full-access",
+            "--network",
+            "off",
+            "curl http://127.0.0.1:9/",
+        ],
+        &[],
+        "",
+    );
+    assert_eq!(ran.status, Some(2), "{}", ran.all_output());
+    assert!(
+        ran.stderr.contains("--network off needs a sandbox"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("workspace-write"), "{}", ran.stderr);
+    assert!(server.requests().is_empty(), "the run started");
+    // With the network on, full access runs.
+    let ran = crate::run_agent(
+        &[
+            "--provider",
+            "openai-chat",
+            "--base-url",
+            &base,
+            "--cwd",
+            work.path().to_str().unwrap(),
+            "--sandbox",
+            "full-access",
+            "--network",
+            "on",
+            "say done",
+        ],
+        &[],
+        "",
+    );
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+}
