@@ -100,6 +100,9 @@ fn session_config(
     if let Some(effort) = &options.reasoning_effort {
         config = config.with_reasoning_effort(effort.clone());
     }
+    if let Some(tokens) = options.max_tokens {
+        config = config.with_max_output_tokens(tokens);
+    }
     if let Some(ms) = options.timeout_ms {
         config = config.with_default_command_timeout(std::time::Duration::from_millis(ms));
     }

@@ -46,6 +46,8 @@ OPTIONS:
                             the demo uses a fresh temporary directory)
     --max-turns N           stop after N model calls in the whole session (0 = no limit)
     --max-rounds N          stop an input after N tool rounds (0 = no limit)
+    --max-tokens N          cap each model response at N output tokens (default: the
+                            provider's; a local model that never stops needs one)
     --max-total-tokens N    stop once the session (its subagents included) has used N
                             tokens, input plus output
     --max-cost USD          stop once the session has cost USD dollars (every model it may
@@ -209,6 +211,8 @@ pub struct Options {
     pub cwd: Option<PathBuf>,
     pub max_turns: usize,
     pub max_rounds: usize,
+    /// `--max-tokens`: the output-token cap of each model response.
+    pub max_tokens: Option<u32>,
     pub reasoning_effort: Option<String>,
     /// `--context-window`: overrides the model's context window.
     pub context_window: Option<usize>,
@@ -390,6 +394,10 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 options.remote_server = Some(non_empty(&name, value("a command")?)?)
             }
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
+            "--max-tokens" => match number(&name, &value("a number")?)? {
+                0 => return Err(usage("--max-tokens takes a number above 0")),
+                n => options.max_tokens = Some(n),
+            },
             "--max-total-tokens" => {
                 options.budget = options
                     .budget

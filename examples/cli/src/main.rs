@@ -405,6 +405,9 @@ fn start_session(
     if let Some(effort) = &options.reasoning_effort {
         config = config.with_reasoning_effort(effort.clone());
     }
+    if let Some(tokens) = options.max_tokens {
+        config = config.with_max_output_tokens(tokens);
+    }
     if let Some(secs) = options.background_after {
         config = config.with_background_after(std::time::Duration::from_secs(secs));
     }

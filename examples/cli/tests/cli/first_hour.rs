@@ -138,3 +138,101 @@ fn network_off_with_full_access_is_refused_with_exit_2() {
     );
     assert_eq!(ran.status, Some(0), "{}", ran.all_output());
 }
+
+/// A Chat Completions server whose model never stops on its own: it streams one token
+/// after another until the request's `max_tokens` (then `finish_reason: length`), or, with
+/// none, until the client goes away. Returns the base URL and the request bodies it read.
+fn endless_model() -> (String, std::sync::mpsc::Receiver<serde_json::Value>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (bodies, received) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("endless-model".into())
+        .spawn(move || {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream);
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().unwrap();
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let cap = body["max_tokens"].as_u64();
+            let _ = bodies.send(body);
+            let mut stream = reader.into_inner();
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            if stream.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            let chunk = |delta: &str, finish: &str| {
+                format!(
+                    "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\
+                     \"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+                )
+            };
+            let mut sent = 0;
+            while cap.is_none_or(|cap| sent < cap) {
+                let token = chunk(&format!("{{\"content\":\"t{sent} \"}}"), "null");
+                if stream.write_all(token.as_bytes()).is_err() {
+                    return; // the client went away
+                }
+                sent += 1;
+                if cap.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            let end = chunk("{}", "\"length\"") + "data: [DONE]\n\n";
+            let _ = stream.write_all(end.as_bytes());
+        })
+        .unwrap();
+    (url, received)
+}
+
+#[test]
+fn max_tokens_16_caps_a_model_that_would_not_stop() {
+    let (base, bodies) = endless_model();
+    let work = tempfile::tempdir().unwrap();
+    let ran = crate::run_agent(
+        &[
+            "--provider",
+            "openai-chat",
+            "--base-url",
+            &base,
+            "--cwd",
+            work.path().to_str().unwrap(),
+            "--max-tokens",
+            "16",
+            "--json",
+            "count forever",
+        ],
+        &[],
+        "",
+    );
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    let body = bodies.recv_timeout(support::GENEROUS).unwrap();
+    assert_eq!(body["max_tokens"], 16, "{body}");
+    assert!(ran.stdout.contains("t15 "), "{}", ran.stdout);
+    assert!(!ran.stdout.contains("t16 "), "{}", ran.stdout);
+}
+
+#[test]
+fn max_tokens_takes_a_whole_number_above_0() {
+    for bad in ["0", "many", "-1"] {
+        let ran = crate::run_agent(&["--max-tokens", bad, "hi"], &[], "");
+        assert_eq!(ran.status, Some(2), "{bad}: {}", ran.all_output());
+        assert!(ran.stderr.contains("--max-tokens"), "{bad}: {}", ran.stderr);
+    }
+}
