@@ -98,7 +98,8 @@ OPTIONS:
     --transcript PATH       save the session as JSON Lines in PATH (a new file); with
                             --resume, where the continued session is saved instead
     --resume PATH           continue the session saved in PATH (appending to it unless
-                            --transcript names another file)
+                            --transcript names another file), with the provider, base
+                            URL and model it recorded unless flags name others
     --hooks FILE            run the hook commands in FILE (JSON; see the README's Hooks)
     --mcp-config FILE       MCP servers whose tools the agent offers, in the JSON other
                             clients use: {\"mcpServers\": {\"NAME\": {\"command\",

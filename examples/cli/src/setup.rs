@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use agentloop::llm::{Client, HttpOptions, Request};
 use agentloop::profiles::{self, ProviderProfile};
-use agentloop::session::transcript::Transcript;
+use agentloop::session::transcript::{Transcript, TranscriptHeader};
 
 use crate::args::{Options, ProfileName, ProviderName, UsageError};
 use crate::demo::Demo;
@@ -166,8 +166,8 @@ fn openai_key_if_asked(options: &Options, var: &dyn Fn(&str) -> Option<String>) 
 }
 
 /// Checks `--transcript` and `--resume` before anything starts; returns the resumed
-/// session's recorded working directory.
-fn check_transcripts(options: &Options) -> Result<Option<PathBuf>, UsageError> {
+/// session's header.
+fn check_transcripts(options: &Options) -> Result<Option<TranscriptHeader>, UsageError> {
     if let Some(path) = &options.transcript {
         let continuing = options.resume.as_ref() == Some(path);
         if path.exists() && !continuing {
@@ -197,7 +197,29 @@ fn check_transcripts(options: &Options) -> Result<Option<PathBuf>, UsageError> {
             path.display()
         ))
     })?;
-    Ok(Some(PathBuf::from(&transcript.header().working_directory)))
+    Ok(Some(transcript.header().clone()))
+}
+
+/// `options` with what `--resume`'s transcript recorded filling what the command line left
+/// out: the provider, the model and the base URL (a transcript holds no key: those come
+/// from the environment as usual).
+fn with_recorded(options: &Options, header: &TranscriptHeader) -> Options {
+    let mut filled = options.clone();
+    let recorded = ProviderName::parse(&header.profile).filter(|p| *p != ProviderName::Demo);
+    if filled.provider.is_none() {
+        filled.provider = recorded;
+    }
+    // The model and address belong to the recorded provider: another one on the command
+    // line starts from its own defaults.
+    if filled.provider == recorded && recorded.is_some() {
+        if filled.model.is_none() {
+            filled.model = Some(header.model.clone());
+        }
+        if filled.base_url.is_none() {
+            filled.base_url.clone_from(&header.base_url);
+        }
+    }
+    filled
 }
 
 /// Picks the provider, model, profile and directory.
@@ -205,7 +227,10 @@ pub fn resolve(
     options: &Options,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Setup, UsageError> {
-    let recorded_dir = check_transcripts(options)?;
+    let header = check_transcripts(options)?;
+    let filled = header.as_ref().map(|h| with_recorded(options, h));
+    let options = filled.as_ref().unwrap_or(options);
+    let recorded_dir = header.map(|h| PathBuf::from(h.working_directory));
     let provider = match options.provider {
         Some(provider) => provider,
         None => BY_KEY

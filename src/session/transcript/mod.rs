@@ -21,7 +21,7 @@
 //!
 //! | record | fields | when |
 //! |---|---|---|
-//! | `header` | `version`, `session_id`, `profile` (the profile id), `model`, `working_directory`, `started_at` (RFC 3339), `config` (the serialisable settings: never the approval hook), `resumed_from` (the session id of the transcript's previous segment, after a resume) | first line; again each time the transcript is resumed |
+//! | `header` | `version`, `session_id`, `profile` (the profile id), `model`, `base_url` (where requests went; no user information or query; absent for a provider without an address), `working_directory`, `started_at` (RFC 3339), `config` (the serialisable settings: never the approval hook), `resumed_from` (the session id of the transcript's previous segment, after a resume) | first line; again each time the transcript is resumed |
 //! | `turn` | `turn`: one history [`Turn`] in its serde form — user input, steering, system messages, tool results, and model responses with every part exactly as the provider sent it (thinking and its signature, reasoning items, thought signatures) | each time the session appends a turn |
 //! | `request` | `turns`; `request` when it changed | before each model call |
 //! | `event` | `event`: one [`SessionEvent`] in its JSON form | every event, when [`SessionConfig::transcript_events`](super::SessionConfig::transcript_events) is on |
@@ -109,6 +109,10 @@ pub struct TranscriptHeader {
     pub profile: String,
     /// The model.
     pub model: String,
+    /// Where the requests went (the provider's base URL, without any user name, password,
+    /// query or fragment); absent for a provider with no address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
     /// The execution environment's working directory.
     pub working_directory: String,
     /// When the session started.

@@ -236,3 +236,66 @@ fn max_tokens_takes_a_whole_number_above_0() {
         assert!(ran.stderr.contains("--max-tokens"), "{bad}: {}", ran.stderr);
     }
 }
+
+/// `--resume FILE` alone: the transcript names the provider, the server and the model;
+/// the key is not in it (it comes from the environment again); a flag overrides.
+#[test]
+fn resume_file_alone_continues_against_the_recorded_provider_server_and_model() {
+    let server = Server::start(vec![
+        Reply::sse(Wire::OpenAiChat.turn("first", &[])),
+        Reply::sse(Wire::OpenAiChat.turn("second", &[])),
+        Reply::sse(Wire::OpenAiChat.turn("third", &[])),
+    ]);
+    let work = tempfile::tempdir().unwrap();
+    let transcript = work.path().join("t.jsonl");
+    let transcript = transcript.to_str().unwrap();
+    let base = format!("{}/v1", server.url());
+    let key = [("OPENAI_COMPATIBLE_API_KEY", support::FAKE_KEY)];
+    let cwd = work.path().to_str().unwrap();
+    let first = crate::run_agent(
+        &[
+            "--provider",
+            "openai-chat",
+            "--base-url",
+            &base,
+            "--model",
+            "local-coder",
+            "--cwd",
+            cwd,
+            "--transcript",
+            transcript,
+            "hello",
+        ],
+        &key,
+        "",
+    );
+    assert_eq!(first.status, Some(0), "{}", first.all_output());
+    let recorded = std::fs::read_to_string(transcript).unwrap();
+    assert!(
+        recorded.contains(&format!("\"base_url\":\"{base}\"")),
+        "{recorded}"
+    );
+    assert!(
+        !recorded.contains(support::FAKE_KEY),
+        "the key was recorded"
+    );
+
+    let again = crate::run_agent(&["--resume", transcript, "go on"], &key, "");
+    assert_eq!(again.status, Some(0), "{}", again.all_output());
+    let overridden = crate::run_agent(
+        &["--resume", transcript, "--model", "other", "and more"],
+        &key,
+        "",
+    );
+    assert_eq!(overridden.status, Some(0), "{}", overridden.all_output());
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1].json()["model"], "local-coder");
+    assert!(requests[1].body_text().contains("hello"), "not resumed");
+    assert_eq!(
+        requests[1].header("authorization"),
+        Some(format!("Bearer {}", support::FAKE_KEY).as_str())
+    );
+    assert_eq!(requests[2].json()["model"], "other");
+}
