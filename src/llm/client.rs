@@ -36,6 +36,16 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// The models the server says it serves (an OpenAI-compatible server's `GET /models`),
+    /// for a host that was given no model. The default: a [`ErrorKind::Configuration`]
+    /// error, for providers that cannot tell.
+    fn models(&self) -> Result<Vec<String>> {
+        Err(Error::new(
+            ErrorKind::Configuration,
+            format!("provider `{}` cannot list its models: name one", self.id()),
+        ))
+    }
+
     /// Sends `request` and returns its event stream once the response has started.
     ///
     /// Blocks until the provider answers (headers received) or fails. Must return

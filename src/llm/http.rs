@@ -105,7 +105,7 @@ impl HttpOptions {
         self
     }
 
-    fn agent(&self) -> ureq::Agent {
+    pub(super) fn agent(&self) -> ureq::Agent {
         let mut builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(self.connect_timeout))

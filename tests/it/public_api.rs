@@ -20,7 +20,7 @@ use agentloop::{ErrorKind, Result};
 use serde_json::json;
 
 use support::providers::{GEMINI_KEY, OPENAI_KEY};
-use support::turns::{anthropic_turn, gemini_turn, responses_turn};
+use support::turns::{anthropic_turn, chat_turn, gemini_turn, responses_turn};
 use support::{self, Reply, Server};
 
 fn scripted_session(
@@ -311,6 +311,46 @@ fn the_quick_start_works_with_only_an_anthropic_key() {
     ])
     .unwrap();
     assert_eq!(text, "done");
+}
+
+/// A local OpenAI-compatible server from its address alone: `for_client` asks it which
+/// models it serves (`GET /v1/models`) and uses the only one.
+#[test]
+fn the_quick_start_works_with_only_a_local_servers_address() {
+    let server = Server::start(vec![
+        Reply::json(200, r#"{"object":"list","data":[{"id":"qwen-local"}]}"#),
+        chat_turn("done", &[]),
+    ]);
+    let text =
+        quick_start(&[("OPENAI_COMPATIBLE_BASE_URL", format!("{}/v1", server.url()))]).unwrap();
+    assert_eq!(text, "done");
+    let requests = server.requests();
+    assert_eq!(requests[0].path, "/v1/models");
+    assert_eq!(requests[1].path, "/v1/chat/completions");
+    assert_eq!(requests[1].json()["model"], "qwen-local");
+}
+
+#[test]
+fn for_client_lists_a_local_servers_models_when_it_serves_several() {
+    let server = Server::start(vec![Reply::json(
+        200,
+        r#"{"data":[{"id":"llama-3-8b"},{"id":"qwen2.5-coder"}]}"#,
+    )]);
+    let url = format!("{}/v1", server.url());
+    let client =
+        Client::from_vars(|name| (name == "OPENAI_COMPATIBLE_BASE_URL").then(|| url.clone()))
+            .unwrap();
+    let err = profiles::for_client(&client).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    let message = err.to_string();
+    for needed in [
+        "2 models",
+        "llama-3-8b",
+        "qwen2.5-coder",
+        "with_provider_id",
+    ] {
+        assert!(message.contains(needed), "{needed}: {message}");
+    }
 }
 
 fn line_count_tool() -> RegisteredTool {

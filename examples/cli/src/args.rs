@@ -31,8 +31,10 @@ USAGE:
 OPTIONS:
     --provider NAME         anthropic | openai | openai-chat | gemini | demo
                             (default: the first of ANTHROPIC_API_KEY, OPENAI_API_KEY,
-                            GEMINI_API_KEY found in the environment, else demo)
-    --model ID              the model (default: the provider's usual coding model)
+                            GEMINI_API_KEY, OPENAI_COMPATIBLE_BASE_URL found in the
+                            environment, else demo)
+    --model ID              the model (default: the provider's usual coding model; for
+                            openai-chat OPENAI_COMPATIBLE_MODEL, else the server's only one)
     --profile NAME          openai | anthropic | gemini: tools and system prompt
                             (default: the provider's own; openai-chat uses openai,
                             demo uses anthropic)

@@ -12,17 +12,21 @@ use agentloop::session::transcript::{Transcript, TranscriptHeader};
 use crate::args::{Options, ProfileName, ProviderName, UsageError};
 use crate::demo::Demo;
 
-/// Providers tried, in order, when `--provider` is absent: the first whose key is set wins.
+/// Providers tried, in order, when `--provider` is absent: the first whose key (or, for an
+/// OpenAI-compatible server, base URL) is set wins.
 const BY_KEY: &[(ProviderName, &[&str])] = &[
     (ProviderName::Anthropic, &["ANTHROPIC_API_KEY"]),
     (ProviderName::OpenAi, &["OPENAI_API_KEY"]),
     (ProviderName::Gemini, &["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
+    // As `Client::from_env`: a compatible server's address is enough (local ones need no
+    // key).
+    (ProviderName::OpenAiChat, &["OPENAI_COMPATIBLE_BASE_URL"]),
 ];
 
 /// What the user can do when no provider is configured.
 pub const HOW_TO_CONFIGURE: &str = "set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY \
-     (or GOOGLE_API_KEY), or use `--provider openai-chat --base-url URL` for an \
-     OpenAI-compatible server; run `agentloop` without a prompt for the offline demo";
+     (or GOOGLE_API_KEY), or OPENAI_COMPATIBLE_BASE_URL (or use `--provider openai-chat \
+     --base-url URL`) for an OpenAI-compatible server; run `agentloop` without a prompt for the offline demo";
 
 /// Everything `main` needs to start the session.
 pub struct Setup {
@@ -262,10 +266,13 @@ pub fn resolve(
         ProviderName::Gemini => ProfileName::Gemini,
         ProviderName::Anthropic | ProviderName::Demo => ProfileName::Anthropic,
     });
-    let model = options
-        .model
-        .clone()
-        .unwrap_or_else(|| default_model(provider).to_string());
+    // An OpenAI-compatible server's model: --model, else OPENAI_COMPATIBLE_MODEL, else asked
+    // of the server once the client exists (`None` here).
+    let model = match (&options.model, provider) {
+        (Some(model), _) => Some(model.clone()),
+        (None, ProviderName::OpenAiChat) => first_var(var, &["OPENAI_COMPATIBLE_MODEL"]),
+        (None, _) => Some(default_model(provider).to_string()),
+    };
 
     let mut demo = None;
     let mut endpoint = None;
@@ -330,6 +337,10 @@ pub fn resolve(
         None => client,
     };
     let provider_id = client.provider_ids()[0].to_string();
+    let model = match model {
+        Some(model) => model,
+        None => model_of_server(&client, &provider_id, endpoint.as_deref())?,
+    };
 
     // Any profile works over any wire format: route it to the provider built above.
     let mut profile = profile_for(profile_name, &model).with_provider_id(&provider_id);
@@ -398,6 +409,41 @@ pub fn resolve(
         fallbacks,
         _temp: temp,
     })
+}
+
+/// The model an OpenAI-compatible server serves, when no model was named: `gpt-5` for
+/// OpenAI's own API, else the server's answer to `GET /models` (one model: that one;
+/// several: an error listing them, to choose with --model).
+fn model_of_server(
+    client: &Client,
+    provider_id: &str,
+    endpoint: Option<&str>,
+) -> Result<String, UsageError> {
+    if endpoint.is_none_or(is_openai_host) {
+        return Ok(default_model(ProviderName::OpenAiChat).to_string());
+    }
+    let mut probe = Request::new("", Vec::new());
+    probe.provider = Some(provider_id.to_string());
+    let models = client
+        .provider_for(&probe)
+        .and_then(|provider| provider.models())
+        .map_err(|err| {
+            usage(format!(
+                "no model named: give --model (or OPENAI_COMPATIBLE_MODEL); {err}"
+            ))
+        })?;
+    match &models[..] {
+        [one] => Ok(one.clone()),
+        [] => Err(usage(
+            "the server lists no model: give one with --model (or OPENAI_COMPATIBLE_MODEL)",
+        )),
+        several => Err(usage(format!(
+            "the server serves {} models; choose one with --model (or \
+             OPENAI_COMPATIBLE_MODEL): {}",
+            several.len(),
+            several.join(", ")
+        ))),
+    }
 }
 
 /// The library's provider id for `provider`.

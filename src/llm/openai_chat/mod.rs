@@ -189,6 +189,15 @@ impl Provider for OpenAiChat {
         Some(self.base_url())
     }
 
+    fn models(&self) -> Result<Vec<String>> {
+        super::models::list(
+            &self.id,
+            &self.base_url,
+            self.api_key.as_deref(),
+            &self.http,
+        )
+    }
+
     fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
         http::open(self, &self.http, &self.connections, request, cancel)
     }

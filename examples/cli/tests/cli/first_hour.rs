@@ -299,3 +299,71 @@ fn resume_file_alone_continues_against_the_recorded_provider_server_and_model() 
     );
     assert_eq!(requests[2].json()["model"], "other");
 }
+
+/// A local server from the environment alone: `OPENAI_COMPATIBLE_BASE_URL` chooses
+/// openai-chat (as `Client::from_env` does), and with no model named the server is asked.
+#[test]
+fn a_local_server_from_the_environment_with_its_only_model_needs_no_flag() {
+    let server = Server::start(vec![
+        Reply::json(
+            200,
+            r#"{"object":"list","data":[{"id":"qwen-local","object":"model"}]}"#,
+        ),
+        Reply::sse(Wire::OpenAiChat.turn("done", &[])),
+    ]);
+    let work = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    let cwd = work.path().to_str().unwrap();
+    let ran = crate::run_agent(
+        &["--cwd", cwd, "say done"],
+        &[("OPENAI_COMPATIBLE_BASE_URL", &base)],
+        "",
+    );
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    let requests = server.requests();
+    assert_eq!(
+        (requests[0].method.as_str(), requests[0].path.as_str()),
+        ("GET", "/v1/models")
+    );
+    assert_eq!(requests[1].path, "/v1/chat/completions");
+    assert_eq!(requests[1].json()["model"], "qwen-local");
+}
+
+#[test]
+fn a_local_server_with_several_models_is_an_error_listing_them() {
+    let server = Server::start(vec![Reply::json(
+        200,
+        r#"{"data":[{"id":"llama-3-8b"},{"id":"qwen2.5-coder"}]}"#,
+    )]);
+    let base = format!("{}/v1", server.url());
+    let ran = crate::run_agent(&["say done"], &[("OPENAI_COMPATIBLE_BASE_URL", &base)], "");
+    assert_eq!(ran.status, Some(2), "{}", ran.all_output());
+    for needed in [
+        "llama-3-8b",
+        "qwen2.5-coder",
+        "--model",
+        "OPENAI_COMPATIBLE_MODEL",
+    ] {
+        assert!(ran.stderr.contains(needed), "{needed}: {}", ran.stderr);
+    }
+    assert_eq!(server.requests().len(), 1, "a model call was made");
+}
+
+#[test]
+fn a_local_server_takes_its_model_from_openai_compatible_model_without_asking() {
+    let server = Server::start(vec![Reply::sse(Wire::OpenAiChat.turn("done", &[]))]);
+    let work = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.url());
+    let ran = crate::run_agent(
+        &["--cwd", work.path().to_str().unwrap(), "say done"],
+        &[
+            ("OPENAI_COMPATIBLE_BASE_URL", &base),
+            ("OPENAI_COMPATIBLE_MODEL", "coder-7b"),
+        ],
+        "",
+    );
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].json()["model"], "coder-7b");
+}
