@@ -326,7 +326,11 @@ pub(crate) fn open(
                 ));
             }
         }
-        return Err(wire.classify_error(status, &headers, &body));
+        let err = wire.classify_error(status, &headers, &body);
+        if status == 404 {
+            return Err(super::base_url::not_found(err, &http.url, &request.model));
+        }
+        return Err(err);
     }
     let reader = ResponseBody::of(response);
     Ok(Box::new(HttpEventStream {

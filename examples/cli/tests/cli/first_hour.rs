@@ -367,3 +367,65 @@ fn a_local_server_takes_its_model_from_openai_compatible_model_without_asking() 
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].json()["model"], "coder-7b");
 }
+
+/// The CLI against an OpenAI-compatible server at `base`, `model` named.
+fn against(base: &str, model: &str) -> crate::Ran {
+    let work = tempfile::tempdir().unwrap();
+    crate::run_agent(
+        &[
+            "--provider",
+            "openai-chat",
+            "--base-url",
+            base,
+            "--model",
+            model,
+            "--cwd",
+            work.path().to_str().unwrap(),
+            "say done",
+        ],
+        &[],
+        "",
+    )
+}
+
+#[test]
+fn https_to_a_plain_http_server_says_to_use_http() {
+    let server = Server::start(vec![Reply::sse(Wire::OpenAiChat.turn("done", &[]))]);
+    let base = format!("{}/v1", server.url()).replacen("http://", "https://", 1);
+    let ran = against(&base, "m");
+    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    assert!(ran.stderr.contains(&base), "the URL tried: {}", ran.stderr);
+    assert!(
+        ran.stderr.contains("use an `http://` URL"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn a_404_on_a_base_url_without_v1_names_the_url_and_suggests_v1() {
+    // llama.cpp's answer to an unknown path.
+    let server = Server::start(vec![Reply::body(404, "text/plain", "File Not Found")]);
+    let ran = against(&server.url(), "m");
+    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    let tried = format!("{}/chat/completions", server.url());
+    assert!(ran.stderr.contains(&tried), "the URL tried: {}", ran.stderr);
+    let fix = format!("did you mean `{}/v1`?", server.url());
+    assert!(ran.stderr.contains(&fix), "{}", ran.stderr);
+}
+
+/// Ollama's missing model: a 404 whose body says `api_error`. Not a server error to retry
+/// three times; the message names the model.
+#[test]
+fn a_404_for_a_missing_model_is_not_retried_and_names_the_model() {
+    let body = r#"{"error":{"message":"model \"qwen9\" not found, try pulling it first","type":"api_error"}}"#;
+    let server = Server::start(vec![Reply::json(404, body); 4]);
+    let ran = against(&format!("{}/v1", server.url()), "qwen9");
+    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    assert_eq!(server.requests().len(), 1, "retried: {}", ran.stderr);
+    assert!(
+        ran.stderr.contains("may not have the model `qwen9`"),
+        "{}",
+        ran.stderr
+    );
+}
