@@ -261,7 +261,7 @@ fn quick_start(vars: &[(&str, String)]) -> Result<String> {
     })?;
     let profile = profiles::for_client(&client)?;
     let dir = tempfile::tempdir()?;
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path())?);
+    let env = Arc::new(LocalExecutionEnvironment::sandboxed(dir.path())?);
     let session = Session::new(profile, env, client, SessionConfig::default())?;
     let outcome = session.run("make the failing test pass")?;
     Ok(outcome.text)
@@ -512,9 +512,69 @@ fn the_readme_offline_snippet_compiles_and_runs_as_its_own_crate() {
     );
 }
 
+/// The README quick start as its own crate, run in a directory of its own against the
+/// loopback server, whose model tries to write outside that directory and to connect to a
+/// local port: the sandbox denies both, and the tool results tell the model why.
 #[test]
-fn the_readme_quick_start_compiles_as_its_own_crate() {
-    // It needs a key and a model to run; the quick-start tests above run its steps.
-    let dir = tempfile::tempdir().unwrap();
-    compile_alone(&readme_block("```rust,no_run\n"), dir.path());
+fn the_readme_quick_start_runs_sandboxed_as_its_own_crate() {
+    let build = tempfile::tempdir().unwrap();
+    let binary = compile_alone(&readme_block("```rust,no_run\n"), build.path());
+    // Neither under the working directory nor under /tmp (writable under the sandbox).
+    let beside = std::env::current_exe().unwrap();
+    let beside = beside.parent().unwrap();
+    let work = tempfile::tempdir_in(beside).unwrap();
+    let outside = tempfile::tempdir_in(beside).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let target = outside.path().join("escaped.txt");
+    let write = format!("echo escaped > {}", target.display());
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let server = Server::start(vec![
+        anthropic_turn(
+            "",
+            &[support::turns::function(
+                "w",
+                "shell",
+                json!({"command": write}),
+            )],
+        ),
+        anthropic_turn(
+            "",
+            &[support::turns::function(
+                "c",
+                "shell",
+                json!({"command": connect}),
+            )],
+        ),
+        anthropic_turn("Both were denied.", &[]),
+    ]);
+    let ran = std::process::Command::new(&binary)
+        .current_dir(work.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("ANTHROPIC_API_KEY", support::FAKE_KEY)
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(ran.status.success(), "the quick start failed: {stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout).trim(),
+        "Both were denied."
+    );
+    assert!(
+        !target.exists(),
+        "the write outside the directory went through"
+    );
+    assert!(listener.accept().is_err(), "the connection went through");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    // What the model was told after each call: the denial, and that the sandbox made it.
+    for (request, what) in requests[1..].iter().zip(["write", "connect"]) {
+        let told = request.body_text();
+        let last = &told[told.rfind("tool_result").unwrap()..];
+        assert!(last.contains("[sandbox: denied"), "{what}: {last}");
+        assert!(!last.contains("connected"), "{what}: {last}");
+    }
 }

@@ -138,7 +138,9 @@ impl fmt::Debug for LocalExecutionEnvironment {
 
 impl LocalExecutionEnvironment {
     /// An environment rooted at `working_dir` (made absolute against the current directory
-    /// if relative), whose commands inherit a copy of the current process environment
+    /// if relative), with **full access**: commands and file tools may write anywhere the
+    /// process may and use the network. For an agent, [`sandboxed`](Self::sandboxed) is the
+    /// safe choice. Its commands inherit a copy of the current process environment
     /// taken now, filtered by the default [`EnvPolicy`]. Variables whose name or value is
     /// not UTF-8 are not inherited.
     ///
@@ -201,6 +203,21 @@ impl LocalExecutionEnvironment {
             per_call: Arc::new(PerCall::default()),
             canonical_dir: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The safe choice for an agent: [`new`](Self::new)`(working_dir)` under the sandbox the
+    /// CLI runs by default — commands and file tools may write only in `working_dir` and the
+    /// temporary directories (`.git` and the agent instruction files stay read-only), and
+    /// commands have no network ([`SandboxPolicy::workspace_write`], network off,
+    /// enforcement required).
+    ///
+    /// Where the kernel cannot enforce it (no Landlock: an old kernel, some containers) this
+    /// fails with [`io::ErrorKind::Unsupported`] naming what is missing: nothing runs
+    /// unsandboxed unasked. Choose [`new`](Self::new) (full access) there on purpose, or
+    /// [`with_sandbox`](Self::with_sandbox) with [`Enforcement::BestEffort`](super::Enforcement::BestEffort).
+    pub fn sandboxed(working_dir: impl Into<PathBuf>) -> io::Result<LocalExecutionEnvironment> {
+        let sandbox = Sandbox::new(SandboxPolicy::workspace_write());
+        Ok(LocalExecutionEnvironment::new(working_dir)?.with_sandbox(sandbox)?)
     }
 
     /// Keeps the process's own soft limit on open descriptors (`RLIMIT_NOFILE`): no
