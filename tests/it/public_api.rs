@@ -578,3 +578,50 @@ fn the_readme_quick_start_runs_sandboxed_as_its_own_crate() {
         assert!(!last.contains("connected"), "{what}: {last}");
     }
 }
+
+/// Every code block in the API docs uses only what a host crate depending on agentloop
+/// alone has: `std`, `agentloop` (whose `serde_json` is re-exported) — no dev-dependency
+/// such as `tempfile`, no bare `serde_json`. Doctests themselves cannot tell: they link
+/// every dependency of the crate.
+#[test]
+fn doc_examples_use_nothing_but_std_and_agentloop() {
+    let foreign = regex::Regex::new(r"(^|[^\w:])(serde_json|tempfile|serde|regex|libc)::").unwrap();
+    let mut found = Vec::new();
+    for entry in walkdir::WalkDir::new(support::repo_root().join("src")) {
+        let entry = entry.unwrap();
+        if entry.path().extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        // Inside a fence, and whether it is Rust (not `text`, `json`, `sh`, …).
+        let (mut in_fence, mut in_code) = (false, false);
+        for (n, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start();
+            let Some(doc) = trimmed
+                .strip_prefix("///")
+                .or_else(|| trimmed.strip_prefix("//!"))
+            else {
+                (in_fence, in_code) = (false, false);
+                continue;
+            };
+            if let Some(info) = doc.trim_start().strip_prefix("```") {
+                in_code = !in_fence && (info.is_empty() || info.starts_with("rust"));
+                in_fence = !in_fence;
+                continue;
+            }
+            if in_code && foreign.is_match(doc) {
+                found.push(format!(
+                    "{}:{}: {}",
+                    entry.path().display(),
+                    n + 1,
+                    doc.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "doc examples a host crate cannot compile:\n{}",
+        found.join("\n")
+    );
+}

@@ -75,8 +75,9 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
 /// use std::path::Path;
 ///
-/// let dir = tempfile::tempdir()?;
-/// let env = LocalExecutionEnvironment::new(dir.path())?;
+/// let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let env = LocalExecutionEnvironment::new(dir.as_path())?;
 /// env.write_file(Path::new("notes/todo.txt"), b"one\ntwo\nthree\n")?;
 /// let content = env.read_file(Path::new("notes/todo.txt"), Some(2), Some(1))?;
 /// assert_eq!(content.text, "two\n");
@@ -91,8 +92,9 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// use agentloop::CancelToken;
 /// use std::time::Duration;
 ///
-/// let dir = tempfile::tempdir()?;
-/// let env = LocalExecutionEnvironment::new(dir.path())?;
+/// let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let env = LocalExecutionEnvironment::new(dir.as_path())?;
 /// let request = CommandRequest::new("echo hello; sleep 30", Duration::from_millis(300));
 /// let result = env.exec_command(&request, &|_, _| {}, &CancelToken::new())?;
 /// assert_eq!(result.stdout, "hello\n");
@@ -258,8 +260,9 @@ impl LocalExecutionEnvironment {
     /// ```
     /// use agentloop::exec::{LocalExecutionEnvironment, Sandbox, SandboxPolicy};
     ///
-    /// let dir = tempfile::tempdir()?;
-    /// let env = LocalExecutionEnvironment::new(dir.path())?
+    /// let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let env = LocalExecutionEnvironment::new(dir.as_path())?
     ///     .with_sandbox(Sandbox::new(SandboxPolicy::workspace_write()))
     ///     .map_err(std::io::Error::from)?
     ///     .with_per_call_policy_up_to(SandboxPolicy::FullAccess);
