@@ -61,6 +61,7 @@ use std::time::{Duration, Instant};
 
 use agentloop::exec::ExecutionEnvironment;
 use agentloop::llm::ToolCall;
+use agentloop::llm::pricing::PriceTable;
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::{
     Approval, ApprovalResponder, CloseReason, EventKind, Events, RecvError, Session, SessionConfig,
@@ -234,7 +235,9 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         let indicator = signals::is_terminal(io::stderr().as_raw_fd());
         // With --output-schema, stdout holds the value alone: the view goes to stderr.
         Output::Human(Box::new(
-            Human::new(colour, indicator, prompt.is_some(), place).on_stderr(schema.is_some()),
+            Human::new(colour, indicator, prompt.is_some(), place)
+                .on_stderr(schema.is_some())
+                .priced(PriceTable::default().price(&setup.profile.model).is_some()),
         ))
     };
     if setup.demo.is_some() {
@@ -260,6 +263,13 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         return EXIT_ERROR;
     }
     let mcp_tokens = mcp::token_file(&options, &var);
+    // A missing or malformed --mcp-config is the user's mistake (exit 2), found before the
+    // session starts any server.
+    if let Some(path) = &options.mcp_config {
+        if let Err(err) = mcp::servers(path, &setup.cwd, mcp_tokens.as_deref()) {
+            return usage_error(&err);
+        }
+    }
     let session = match start_session(
         &options,
         (&setup.cwd, mcp_tokens.as_deref()),

@@ -429,3 +429,91 @@ fn a_404_for_a_missing_model_is_not_retried_and_names_the_model() {
         ran.stderr
     );
 }
+
+#[test]
+fn mcp_config_mistakes_are_bad_usage() {
+    let server = Server::start(vec![]);
+    let work = tempfile::tempdir().unwrap();
+    let malformed = work.path().join("mcp.json");
+    std::fs::write(&malformed, "{\"mcpServers\": [").unwrap();
+    let missing = work.path().join("none.json");
+    for config in [&malformed, &missing] {
+        let ran = crate::run_agent(
+            &[
+                "--provider",
+                "openai-chat",
+                "--base-url",
+                &format!("{}/v1", server.url()),
+                "--model",
+                "m",
+                "--cwd",
+                work.path().to_str().unwrap(),
+                "--mcp-config",
+                config.to_str().unwrap(),
+                "hi",
+            ],
+            &[],
+            "",
+        );
+        assert_eq!(ran.status, Some(2), "{}", ran.all_output());
+        assert!(
+            ran.stderr.contains(config.to_str().unwrap()),
+            "{}",
+            ran.stderr
+        );
+    }
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn a_failed_run_of_a_model_without_a_price_says_no_price() {
+    let body = r#"{"error":{"message":"bad request","type":"invalid_request_error"}}"#;
+    let server = Server::start(vec![Reply::json(400, body)]);
+    let ran = against(&format!("{}/v1", server.url()), "local-model");
+    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    let footer = ran
+        .stdout
+        .lines()
+        .find(|l| l.contains("tokens in"))
+        .unwrap_or("");
+    assert!(footer.contains("no price"), "{}", ran.stdout);
+    assert!(!footer.contains('$'), "{footer}");
+}
+
+/// The README's example hooks file, used verbatim outside a Rust project: its `Stop` hook
+/// lets the input end (no `cargo test` to fail, so no extra model round).
+#[test]
+fn the_readme_hooks_file_adds_no_model_round_outside_a_rust_project() {
+    let readme = std::fs::read_to_string(support::repo_root().join("README.md")).unwrap();
+    let start = readme
+        .find("```json\n{\n  \"PreToolUse\"")
+        .expect("the hooks block")
+        + 8;
+    let hooks = &readme[start..start + readme[start..].find("```").unwrap()];
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("hooks.json");
+    std::fs::write(&file, hooks).unwrap();
+    let server = Server::start(vec![
+        Reply::sse(Wire::OpenAiChat.turn("done", &[])),
+        Reply::sse(Wire::OpenAiChat.turn("done again", &[])),
+    ]);
+    let ran = crate::run_agent(
+        &[
+            "--provider",
+            "openai-chat",
+            "--base-url",
+            &format!("{}/v1", server.url()),
+            "--model",
+            "m",
+            "--cwd",
+            work.path().to_str().unwrap(),
+            "--hooks",
+            file.to_str().unwrap(),
+            "say done",
+        ],
+        &[],
+        "",
+    );
+    assert_eq!(ran.status, Some(0), "{}", ran.all_output());
+    assert_eq!(server.requests().len(), 1, "{}", ran.all_output());
+}
