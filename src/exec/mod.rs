@@ -409,8 +409,9 @@ pub type OutputCallback<'a> = &'a (dyn Fn(OutputStream, &[u8]) + Send + Sync);
 ///         start_background);
 /// }
 ///
-/// let dir = tempfile::tempdir()?;
-/// let env = NoPush(LocalExecutionEnvironment::new(dir.path())?);
+/// let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let env = NoPush(LocalExecutionEnvironment::new(dir.as_path())?);
 /// let cancel = CancelToken::new();
 /// let push = CommandRequest::new("git push origin main", Duration::from_secs(10));
 /// let err = env.exec_command(&push, &|_, _| {}, &cancel).unwrap_err();

@@ -113,16 +113,46 @@ pub(crate) fn name_url(err: Error, url: &str, transport: &str) -> Error {
     ]
     .iter()
     .any(|w| lower.contains(w));
-    if url
+    let https = url
         .get(..8)
-        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
-        && tls
-    {
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    if https && tls {
         message.push_str(
             "; the TLS handshake failed: if the server speaks plain HTTP (a local model server \
              usually does), use an `http://` URL",
         );
+    } else if https && err.kind() == ErrorKind::Timeout {
+        // A plain-HTTP server reads the TLS hello as the start of a request and waits for
+        // the rest: the handshake times out instead of failing.
+        message.push_str(
+            "; no answer in time: if the server speaks plain HTTP (a local model server \
+             usually does), it waits silently on a TLS handshake; use an `http://` URL",
+        );
     }
+    err.with_message(message)
+}
+
+/// Adds to a 404's error the URL tried and the likely fix: a model the server does not
+/// have when its answer says so, else a wrong path in the base URL (most servers answer
+/// under `…/v1`).
+pub(crate) fn not_found(err: Error, url: &str, model: &str) -> Error {
+    let tried = shown(url);
+    let lower = err.message().to_ascii_lowercase();
+    let fix = if lower.contains("model") && !model.is_empty() {
+        format!("the server may not have the model `{model}`: choose one it serves")
+    } else {
+        let (scheme, rest) = tried.split_once("://").unwrap_or(("http", &tried));
+        let host = rest.split('/').next().unwrap_or(rest);
+        if rest.split('/').any(|segment| segment == "v1") {
+            "check the base URL's path".to_string()
+        } else {
+            format!(
+                "check the base URL's path: most servers answer under `/v1` (did you mean \
+                 `{scheme}://{host}/v1`?)"
+            )
+        }
+    };
+    let message = format!("{} (404 from {tried}; {fix})", err.message());
     err.with_message(message)
 }
 

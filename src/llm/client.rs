@@ -29,6 +29,23 @@ pub trait Provider: Send + Sync {
     /// The provider id requests name in [`Request::provider`] (`"anthropic"`, `"openai"`).
     fn id(&self) -> &str;
 
+    /// Where requests go (`https://api.anthropic.com/v1`), for a transcript to record so
+    /// that a resumed session finds the same server; `None` (the default) for a provider
+    /// with no address (the scripted model, a host's own).
+    fn base_url(&self) -> Option<&str> {
+        None
+    }
+
+    /// The models the server says it serves (an OpenAI-compatible server's `GET /models`),
+    /// for a host that was given no model. The default: a [`ErrorKind::Configuration`]
+    /// error, for providers that cannot tell.
+    fn models(&self) -> Result<Vec<String>> {
+        Err(Error::new(
+            ErrorKind::Configuration,
+            format!("provider `{}` cannot list its models: name one", self.id()),
+        ))
+    }
+
     /// Sends `request` and returns its event stream once the response has started.
     ///
     /// Blocks until the provider answers (headers received) or fails. Must return

@@ -105,7 +105,7 @@ impl HttpOptions {
         self
     }
 
-    fn agent(&self) -> ureq::Agent {
+    pub(super) fn agent(&self) -> ureq::Agent {
         let mut builder = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(self.connect_timeout))
@@ -326,7 +326,11 @@ pub(crate) fn open(
                 ));
             }
         }
-        return Err(wire.classify_error(status, &headers, &body));
+        let err = wire.classify_error(status, &headers, &body);
+        if status == 404 {
+            return Err(super::base_url::not_found(err, &http.url, &request.model));
+        }
+        return Err(err);
     }
     let reader = ResponseBody::of(response);
     Ok(Box::new(HttpEventStream {

@@ -19,6 +19,7 @@ mod base_url;
 pub use base_url::check_base_url;
 mod client;
 mod http;
+mod models;
 mod status;
 pub use http::HttpOptions;
 #[cfg(test)]

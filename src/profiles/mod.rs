@@ -62,7 +62,7 @@
 //! use agentloop::profiles;
 //! use agentloop::llm::ToolDefinition;
 //! use agentloop::tools::{RegisteredTool, ToolOutput};
-//! use serde_json::json;
+//! use agentloop::serde_json::json;
 //!
 //! let mut profile = profiles::anthropic("claude-sonnet-4-5");
 //! profile.tool_registry.register(RegisteredTool::new(
@@ -297,7 +297,7 @@ impl ProviderProfile {
     /// `options` replaces a non-object value at the same place).
     ///
     /// ```
-    /// use serde_json::json;
+    /// use agentloop::serde_json::json;
     /// let profile = agentloop::profiles::gemini("gemini-2.5-pro")
     ///     .merge_provider_options(json!({"gemini": {"cachedContent": "cachedContents/abc"}}));
     /// let options = profile.provider_options().unwrap();

@@ -58,6 +58,9 @@ pub struct SessionConfig {
     /// `"low"`, `"medium"`, `"high"` (or a provider's own value); `None` = provider default.
     /// Changed during a session with `Session::set_reasoning_effort`.
     pub reasoning_effort: Option<String>,
+    /// The most tokens one model response may have (the request's `max_tokens`); `None`
+    /// (the default) leaves it to the provider. What stops a model that would not stop.
+    pub max_output_tokens: Option<u32>,
     /// Per-tool character limits for the model's copy of tool output (spec §5.2 defaults
     /// apply to tools not listed).
     pub tool_output_limits: BTreeMap<String, usize>,
@@ -165,6 +168,7 @@ impl Default for SessionConfig {
             default_command_timeout: None,
             max_command_timeout: Duration::from_secs(600),
             reasoning_effort: None,
+            max_output_tokens: None,
             tool_output_limits: BTreeMap::new(),
             tool_line_limits: BTreeMap::new(),
             enable_loop_detection: true,
@@ -206,6 +210,7 @@ impl fmt::Debug for SessionConfig {
             .field("default_command_timeout", &self.default_command_timeout)
             .field("max_command_timeout", &self.max_command_timeout)
             .field("reasoning_effort", &self.reasoning_effort)
+            .field("max_output_tokens", &self.max_output_tokens)
             .field("tool_output_limits", &self.tool_output_limits)
             .field("tool_line_limits", &self.tool_line_limits)
             .field("enable_loop_detection", &self.enable_loop_detection)
@@ -287,6 +292,12 @@ impl SessionConfig {
     /// Sets the reasoning effort.
     pub fn with_reasoning_effort(mut self, effort: impl Into<String>) -> SessionConfig {
         self.reasoning_effort = Some(effort.into());
+        self
+    }
+
+    /// Caps each model response at `tokens` output tokens (`max_output_tokens`).
+    pub fn with_max_output_tokens(mut self, tokens: u32) -> SessionConfig {
+        self.max_output_tokens = Some(tokens);
         self
     }
 

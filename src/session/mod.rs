@@ -250,7 +250,8 @@ impl Session {
         let id = new_session_id();
         let transcript = match (&config.transcript_path, &forward) {
             (Some(path), None) => {
-                let header = resume::header(&id, &profile, &*env, &config, None);
+                let url = model_call::base_url(&client, &profile);
+                let header = resume::header(&id, (&profile, url), &*env, &config, None);
                 Some(TranscriptWriter::create(path, &header)?)
             }
             _ => None,
@@ -332,7 +333,14 @@ impl Session {
     ) -> Result<Session> {
         model_call::check_provider(&client, &profile)?;
         let id = new_session_id();
-        let resumed = resume::resume(transcript_path.as_ref(), &id, &profile, &*env, &config)?;
+        let url = model_call::base_url(&client, &profile);
+        let resumed = resume::resume(
+            transcript_path.as_ref(),
+            &id,
+            (&profile, url),
+            &*env,
+            &config,
+        )?;
         let start = Start {
             depth: 0,
             forward: None,

@@ -174,3 +174,12 @@ pub(crate) fn check_provider(client: &Client, profile: &ProviderProfile) -> Resu
     };
     client.provider_for(&probe).map(|_| ())
 }
+
+/// The base URL of the provider `profile` names, for the transcript's header.
+pub(crate) fn base_url<'c>(client: &'c Client, profile: &ProviderProfile) -> Option<&'c str> {
+    let probe = Request {
+        provider: Some(profile.id.clone()),
+        ..Request::default()
+    };
+    client.provider_for(&probe).ok()?.base_url()
+}

@@ -704,6 +704,7 @@ impl Worker {
             tools,
             cache_key: Some(self.cache_key.clone()),
             cache_ttl_secs: self.config.prompt_cache_ttl.map(|ttl| ttl.as_secs()),
+            max_tokens: self.config.max_output_tokens,
             ..Request::default()
         }
     }

@@ -13,7 +13,7 @@ use std::fmt;
 /// ```
 /// use agentloop::llm::ToolDefinition;
 /// use agentloop::tools::{RegisteredTool, ToolInput, ToolOutput};
-/// use serde_json::json;
+/// use agentloop::serde_json::json;
 ///
 /// let definition = ToolDefinition {
 ///     name: "line_count".to_string(),

@@ -20,7 +20,7 @@ use agentloop::{ErrorKind, Result};
 use serde_json::json;
 
 use support::providers::{GEMINI_KEY, OPENAI_KEY};
-use support::turns::{anthropic_turn, gemini_turn, responses_turn};
+use support::turns::{anthropic_turn, chat_turn, gemini_turn, responses_turn};
 use support::{self, Reply, Server};
 
 fn scripted_session(
@@ -261,7 +261,7 @@ fn quick_start(vars: &[(&str, String)]) -> Result<String> {
     })?;
     let profile = profiles::for_client(&client)?;
     let dir = tempfile::tempdir()?;
-    let env = Arc::new(LocalExecutionEnvironment::new(dir.path())?);
+    let env = Arc::new(LocalExecutionEnvironment::sandboxed(dir.path())?);
     let session = Session::new(profile, env, client, SessionConfig::default())?;
     let outcome = session.run("make the failing test pass")?;
     Ok(outcome.text)
@@ -311,6 +311,46 @@ fn the_quick_start_works_with_only_an_anthropic_key() {
     ])
     .unwrap();
     assert_eq!(text, "done");
+}
+
+/// A local OpenAI-compatible server from its address alone: `for_client` asks it which
+/// models it serves (`GET /v1/models`) and uses the only one.
+#[test]
+fn the_quick_start_works_with_only_a_local_servers_address() {
+    let server = Server::start(vec![
+        Reply::json(200, r#"{"object":"list","data":[{"id":"qwen-local"}]}"#),
+        chat_turn("done", &[]),
+    ]);
+    let text =
+        quick_start(&[("OPENAI_COMPATIBLE_BASE_URL", format!("{}/v1", server.url()))]).unwrap();
+    assert_eq!(text, "done");
+    let requests = server.requests();
+    assert_eq!(requests[0].path, "/v1/models");
+    assert_eq!(requests[1].path, "/v1/chat/completions");
+    assert_eq!(requests[1].json()["model"], "qwen-local");
+}
+
+#[test]
+fn for_client_lists_a_local_servers_models_when_it_serves_several() {
+    let server = Server::start(vec![Reply::json(
+        200,
+        r#"{"data":[{"id":"llama-3-8b"},{"id":"qwen2.5-coder"}]}"#,
+    )]);
+    let url = format!("{}/v1", server.url());
+    let client =
+        Client::from_vars(|name| (name == "OPENAI_COMPATIBLE_BASE_URL").then(|| url.clone()))
+            .unwrap();
+    let err = profiles::for_client(&client).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    let message = err.to_string();
+    for needed in [
+        "2 models",
+        "llama-3-8b",
+        "qwen2.5-coder",
+        "with_provider_id",
+    ] {
+        assert!(message.contains(needed), "{needed}: {message}");
+    }
 }
 
 fn line_count_tool() -> RegisteredTool {
@@ -472,9 +512,116 @@ fn the_readme_offline_snippet_compiles_and_runs_as_its_own_crate() {
     );
 }
 
+/// The README quick start as its own crate, run in a directory of its own against the
+/// loopback server, whose model tries to write outside that directory and to connect to a
+/// local port: the sandbox denies both, and the tool results tell the model why.
 #[test]
-fn the_readme_quick_start_compiles_as_its_own_crate() {
-    // It needs a key and a model to run; the quick-start tests above run its steps.
-    let dir = tempfile::tempdir().unwrap();
-    compile_alone(&readme_block("```rust,no_run\n"), dir.path());
+fn the_readme_quick_start_runs_sandboxed_as_its_own_crate() {
+    let build = tempfile::tempdir().unwrap();
+    let binary = compile_alone(&readme_block("```rust,no_run\n"), build.path());
+    // Neither under the working directory nor under /tmp (writable under the sandbox).
+    let beside = std::env::current_exe().unwrap();
+    let beside = beside.parent().unwrap();
+    let work = tempfile::tempdir_in(beside).unwrap();
+    let outside = tempfile::tempdir_in(beside).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let target = outside.path().join("escaped.txt");
+    let write = format!("echo escaped > {}", target.display());
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let server = Server::start(vec![
+        anthropic_turn(
+            "",
+            &[support::turns::function(
+                "w",
+                "shell",
+                json!({"command": write}),
+            )],
+        ),
+        anthropic_turn(
+            "",
+            &[support::turns::function(
+                "c",
+                "shell",
+                json!({"command": connect}),
+            )],
+        ),
+        anthropic_turn("Both were denied.", &[]),
+    ]);
+    let ran = std::process::Command::new(&binary)
+        .current_dir(work.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("ANTHROPIC_API_KEY", support::FAKE_KEY)
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(ran.status.success(), "the quick start failed: {stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout).trim(),
+        "Both were denied."
+    );
+    assert!(
+        !target.exists(),
+        "the write outside the directory went through"
+    );
+    assert!(listener.accept().is_err(), "the connection went through");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    // What the model was told after each call: the denial, and that the sandbox made it.
+    for (request, what) in requests[1..].iter().zip(["write", "connect"]) {
+        let told = request.body_text();
+        let last = &told[told.rfind("tool_result").unwrap()..];
+        assert!(last.contains("[sandbox: denied"), "{what}: {last}");
+        assert!(!last.contains("connected"), "{what}: {last}");
+    }
+}
+
+/// Every code block in the API docs uses only what a host crate depending on agentloop
+/// alone has: `std`, `agentloop` (whose `serde_json` is re-exported) — no dev-dependency
+/// such as `tempfile`, no bare `serde_json`. Doctests themselves cannot tell: they link
+/// every dependency of the crate.
+#[test]
+fn doc_examples_use_nothing_but_std_and_agentloop() {
+    let foreign = regex::Regex::new(r"(^|[^\w:])(serde_json|tempfile|serde|regex|libc)::").unwrap();
+    let mut found = Vec::new();
+    for entry in walkdir::WalkDir::new(support::repo_root().join("src")) {
+        let entry = entry.unwrap();
+        if entry.path().extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        // Inside a fence, and whether it is Rust (not `text`, `json`, `sh`, …).
+        let (mut in_fence, mut in_code) = (false, false);
+        for (n, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start();
+            let Some(doc) = trimmed
+                .strip_prefix("///")
+                .or_else(|| trimmed.strip_prefix("//!"))
+            else {
+                (in_fence, in_code) = (false, false);
+                continue;
+            };
+            if let Some(info) = doc.trim_start().strip_prefix("```") {
+                in_code = !in_fence && (info.is_empty() || info.starts_with("rust"));
+                in_fence = !in_fence;
+                continue;
+            }
+            if in_code && foreign.is_match(doc) {
+                found.push(format!(
+                    "{}:{}: {}",
+                    entry.path().display(),
+                    n + 1,
+                    doc.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "doc examples a host crate cannot compile:\n{}",
+        found.join("\n")
+    );
 }

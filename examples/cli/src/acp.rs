@@ -33,10 +33,13 @@ pub fn run(options: Options, var: &dyn Fn(&str) -> Option<String>, ctrl_c: &Ctrl
         );
     }
     for note in &setup.notes {
-        eprintln!("agentloop: {note}");
+        say!("agentloop: {note}");
     }
     let (profile, client, fallbacks) = (setup.profile, setup.client, setup.fallbacks);
     let tokens = mcp::token_file(&options, var);
+    if let Err(err) = sandbox::check(&options) {
+        return usage_error(&err);
+    }
     if let Err(err) = control::check(&options, &profile, &fallbacks) {
         return usage_error(&err.0);
     }
@@ -65,7 +68,7 @@ pub fn run(options: Options, var: &dyn Fn(&str) -> Option<String>, ctrl_c: &Ctrl
     }
     // A signal ends the input like a closed stdin: sessions end the orderly way.
     if let Err(err) = ctrl_c.handle().and_then(|()| ctrl_c.watch(|_| {})) {
-        eprintln!("agentloop: cannot handle signals: {err}");
+        say!("agentloop: cannot handle signals: {err}");
         return EXIT_ERROR;
     }
     let input = UntilSignal {
@@ -75,7 +78,7 @@ pub fn run(options: Options, var: &dyn Fn(&str) -> Option<String>, ctrl_c: &Ctrl
     match agent.serve(input, std::io::stdout()) {
         Ok(()) => EXIT_OK,
         Err(err) => {
-            eprintln!("agentloop: reading stdin failed: {err}");
+            say!("agentloop: reading stdin failed: {err}");
             EXIT_ERROR
         }
     }
@@ -96,6 +99,9 @@ fn session_config(
     }
     if let Some(effort) = &options.reasoning_effort {
         config = config.with_reasoning_effort(effort.clone());
+    }
+    if let Some(tokens) = options.max_tokens {
+        config = config.with_max_output_tokens(tokens);
     }
     if let Some(ms) = options.timeout_ms {
         config = config.with_default_command_timeout(std::time::Duration::from_millis(ms));

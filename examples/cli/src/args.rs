@@ -31,8 +31,10 @@ USAGE:
 OPTIONS:
     --provider NAME         anthropic | openai | openai-chat | gemini | demo
                             (default: the first of ANTHROPIC_API_KEY, OPENAI_API_KEY,
-                            GEMINI_API_KEY found in the environment, else demo)
-    --model ID              the model (default: the provider's usual coding model)
+                            GEMINI_API_KEY, OPENAI_COMPATIBLE_BASE_URL found in the
+                            environment, else demo)
+    --model ID              the model (default: the provider's usual coding model; for
+                            openai-chat OPENAI_COMPATIBLE_MODEL, else the server's only one)
     --profile NAME          openai | anthropic | gemini: tools and system prompt
                             (default: the provider's own; openai-chat uses openai,
                             demo uses anthropic)
@@ -46,6 +48,8 @@ OPTIONS:
                             the demo uses a fresh temporary directory)
     --max-turns N           stop after N model calls in the whole session (0 = no limit)
     --max-rounds N          stop an input after N tool rounds (0 = no limit)
+    --max-tokens N          cap each model response at N output tokens (default: the
+                            provider's; a local model that never stops needs one)
     --max-total-tokens N    stop once the session (its subagents included) has used N
                             tokens, input plus output
     --max-cost USD          stop once the session has cost USD dollars (every model it may
@@ -80,7 +84,7 @@ OPTIONS:
     --sandbox MODE          read-only | workspace-write (default) | full-access: what
                             commands and file tools may write (Landlock + seccomp on Linux)
     --network on|off        whether commands may use the network (default: off under a
-                            sandbox, on with full-access)
+                            sandbox, on with full-access; off with full-access is refused)
     --allow-unix-socket PATH
                             let sandboxed commands connect to this host UNIX socket
                             (repeatable; e.g. /var/run/docker.sock); all others outside
@@ -96,7 +100,8 @@ OPTIONS:
     --transcript PATH       save the session as JSON Lines in PATH (a new file); with
                             --resume, where the continued session is saved instead
     --resume PATH           continue the session saved in PATH (appending to it unless
-                            --transcript names another file)
+                            --transcript names another file), with the provider, base
+                            URL and model it recorded unless flags name others
     --rewind N              with --resume: first put the files and the conversation back
                             as they were before input N (files you changed since the agent
                             did are left as they are and listed); with a PROMPT, then run
@@ -219,6 +224,8 @@ pub struct Options {
     pub cwd: Option<PathBuf>,
     pub max_turns: usize,
     pub max_rounds: usize,
+    /// `--max-tokens`: the output-token cap of each model response.
+    pub max_tokens: Option<u32>,
     pub reasoning_effort: Option<String>,
     /// `--context-window`: overrides the model's context window.
     pub context_window: Option<usize>,
@@ -418,6 +425,10 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 options.remote_server = Some(non_empty(&name, value("a command")?)?)
             }
             "--max-turns" => options.max_turns = number(&name, &value("a number")?)?,
+            "--max-tokens" => match number(&name, &value("a number")?)? {
+                0 => return Err(usage("--max-tokens takes a number above 0")),
+                n => options.max_tokens = Some(n),
+            },
             "--max-total-tokens" => {
                 options.budget = options
                     .budget

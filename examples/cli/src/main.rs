@@ -18,6 +18,25 @@
 // tests (`cargo test`) keep libtest's own `main`.
 #![cfg_attr(not(test), no_main)]
 
+/// `eprintln!` that never panics: a line for stderr, dropped (and remembered, for exit
+/// status 1) once stderr cannot be written. Why: std's `eprintln!` panics on a closed pipe
+/// (`agentloop … 2>&1 | head -1`), and a panic cannot unwind out of the C `main`: SIGABRT.
+macro_rules! say {
+    () => { $crate::std_streams::stderr(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::std_streams::stderr(format_args!($($arg)*), true) };
+}
+
+/// `eprint!` that never panics (see [`say!`]).
+macro_rules! say_inline {
+    ($($arg:tt)*) => { $crate::std_streams::stderr(format_args!($($arg)*), false) };
+}
+
+/// `println!` that never panics: `false` once stdout cannot be written (said once on
+/// stderr; exit status 1).
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::std_streams::stdout(format_args!($($arg)*)) };
+}
+
 mod acp;
 mod args;
 mod control;
@@ -32,6 +51,7 @@ mod rewind;
 mod sandbox;
 mod setup;
 mod signals;
+mod std_streams;
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -42,6 +62,7 @@ use std::time::{Duration, Instant};
 
 use agentloop::exec::ExecutionEnvironment;
 use agentloop::llm::ToolCall;
+use agentloop::llm::pricing::PriceTable;
 use agentloop::profiles::ProviderProfile;
 use agentloop::session::checkpoint::{CheckpointConfig, Fork};
 use agentloop::session::{
@@ -84,13 +105,20 @@ fn run_main() -> libc::c_int {
     let signals = match CtrlC::new() {
         Ok(signals) => signals,
         Err(err) => {
-            eprintln!("agentloop: cannot handle signals: {err}");
+            say!("agentloop: cannot handle signals: {err}");
             std::process::exit(EXIT_ERROR);
         }
     };
     // `run` returns once the session has ended (its commands ended, its transcript
     // written); the exit ends the threads left, the watcher's and the worker's end.
     let code = run(&keys, &control, &signals);
+    // A closed stdout or stderr is exit status 1, whatever else happened (a signal's
+    // status stays).
+    let code = if std_streams::failed() && code < 128 {
+        EXIT_ERROR
+    } else {
+        code
+    };
     signals::restore_default();
     std::process::exit(code);
 }
@@ -123,12 +151,15 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         }
     }
     for note in &setup.notes {
-        eprintln!("agentloop: {note}");
+        say!("agentloop: {note}");
     }
     let schema = match control::output_schema(&options) {
         Ok(schema) => schema,
         Err(err) => return usage_error(&err.0),
     };
+    if let Err(err) = sandbox::check(&options) {
+        return usage_error(&err);
+    }
     if let Err(err) = control::check(&options, &setup.profile, &setup.fallbacks) {
         return usage_error(&err.0);
     }
@@ -138,7 +169,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     let stdin_is_terminal = signals::is_terminal(io::stdin().as_raw_fd());
     let prompt = if setup.demo.is_some() {
         if options.prompt.is_some() {
-            eprintln!("agentloop: the offline demo runs its own task; your prompt was not sent");
+            say!("agentloop: the offline demo runs its own task; your prompt was not sent");
         }
         Some(demo::TASK.to_string())
     } else if let Some(prompt) = &options.prompt {
@@ -148,7 +179,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     } else {
         let mut text = String::new();
         if let Err(err) = io::stdin().read_to_string(&mut text) {
-            eprintln!("agentloop: cannot read the prompt from stdin: {err}");
+            say!("agentloop: cannot read the prompt from stdin: {err}");
             return EXIT_ERROR;
         }
         if text.trim().is_empty() {
@@ -166,7 +197,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     let remote = match remote::environment(&options) {
         Ok(remote) => remote,
         Err(err) => {
-            eprintln!("agentloop: {err}");
+            say!("agentloop: {err}");
             return EXIT_ERROR;
         }
     };
@@ -190,7 +221,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
                 (Arc::new(local), place)
             }
             Err(message) => {
-                eprintln!("agentloop: {message}");
+                say!("agentloop: {message}");
                 return EXIT_ERROR;
             }
         },
@@ -206,7 +237,9 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         let indicator = signals::is_terminal(io::stderr().as_raw_fd());
         // With --output-schema, stdout holds the value alone: the view goes to stderr.
         Output::Human(Box::new(
-            Human::new(colour, indicator, prompt.is_some(), place).on_stderr(schema.is_some()),
+            Human::new(colour, indicator, prompt.is_some(), place)
+                .on_stderr(schema.is_some())
+                .priced(PriceTable::default().price(&setup.profile.model).is_some()),
         ))
     };
     if setup.demo.is_some() {
@@ -228,10 +261,17 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     // From here on a signal waits in the pipe; the watcher acts on it once it starts,
     // with the session running (`Run::watch_signals`).
     if let Err(err) = ctrl_c.handle() {
-        eprintln!("agentloop: cannot handle signals: {err}");
+        say!("agentloop: cannot handle signals: {err}");
         return EXIT_ERROR;
     }
     let mcp_tokens = mcp::token_file(&options, &var);
+    // A missing or malformed --mcp-config is the user's mistake (exit 2), found before the
+    // session starts any server.
+    if let Some(path) = &options.mcp_config {
+        if let Err(err) = mcp::servers(path, &setup.cwd, mcp_tokens.as_deref()) {
+            return usage_error(&err);
+        }
+    }
     let session = match start_session(
         &options,
         (&setup.cwd, mcp_tokens.as_deref()),
@@ -241,7 +281,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     ) {
         Ok(session) => Arc::new(session),
         Err(err) => {
-            eprintln!("agentloop: {err}");
+            say!("agentloop: {err}");
             return EXIT_ERROR;
         }
     };
@@ -323,7 +363,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         drop(session); // aborts and joins the worker
     }
     if code == EXIT_OK && setup.demo.as_ref().is_some_and(|d| !d.succeeded()) {
-        eprintln!("agentloop: the demo did not reach the expected result");
+        say!("agentloop: the demo did not reach the expected result");
         return EXIT_ERROR;
     }
     code
@@ -340,7 +380,7 @@ fn print_or_fail(text: &str) -> i32 {
 
 /// Reports that stdout cannot be written (closed pipe, full disk) in one line.
 fn output_error(err: &io::Error) -> i32 {
-    eprintln!("agentloop: cannot write to stdout ({err}); stopped");
+    std_streams::stdout_failed(err);
     EXIT_ERROR
 }
 
@@ -351,8 +391,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn usage_error(message: &str) -> i32 {
-    eprintln!("agentloop: {message}");
-    eprintln!("run `agentloop --help` for the options");
+    say!("agentloop: {message}");
+    say!("run `agentloop --help` for the options");
     EXIT_USAGE
 }
 
@@ -403,6 +443,9 @@ fn start_session(
         .with_max_tool_rounds_per_input(options.max_rounds);
     if let Some(effort) = &options.reasoning_effort {
         config = config.with_reasoning_effort(effort.clone());
+    }
+    if let Some(tokens) = options.max_tokens {
+        config = config.with_max_output_tokens(tokens);
     }
     if let Some(secs) = options.background_after {
         config = config.with_background_after(std::time::Duration::from_secs(secs));
@@ -605,7 +648,7 @@ impl Run<'_> {
         }
         let control = self.control.clone();
         if let Err(err) = self.ctrl_c.watch(move |signal| control.on_signal(signal)) {
-            eprintln!("agentloop: cannot handle signals: {err}");
+            say!("agentloop: cannot handle signals: {err}");
             self.watch_failed = true;
             self.session.abort();
         }
@@ -750,7 +793,7 @@ impl Run<'_> {
             }
         }
         loop {
-            eprint!("> ");
+            say_inline!("> ");
             let _ = io::stderr().flush();
             self.watch_signals();
             self.control.prompting.store(true, Ordering::SeqCst);
@@ -771,13 +814,13 @@ impl Run<'_> {
                     }
                 }
                 Ok(Line::Interrupted) => {
-                    eprintln!();
+                    say!();
                     self.session.close();
                     self.until_session_end();
                     return EXIT_INTERRUPTED;
                 }
                 Ok(Line::End) | Err(_) => {
-                    eprintln!();
+                    say!();
                     self.session.close();
                     self.until_session_end();
                     return self.closed_status();

@@ -69,7 +69,7 @@ impl McpHost for Terminal {
         if !self.interactive {
             return false;
         }
-        eprintln!("mcp: {server} needs a login; open this address in a browser:\n  {url}");
+        say!("mcp: {server} needs a login; open this address in a browser:\n  {url}");
         true
     }
 }
@@ -131,7 +131,7 @@ pub fn command(options: &Options, action: &McpAction, var: &dyn Fn(&str) -> Opti
     let servers = match servers(path, &cwd, tokens.as_deref()) {
         Ok(servers) => servers,
         Err(err) => {
-            eprintln!("agentloop: {err}");
+            say!("agentloop: {err}");
             return 2;
         }
     };
@@ -145,7 +145,7 @@ fn run_action(action: &McpAction, servers: Vec<McpServer>, cwd: &Path) -> i32 {
         McpAction::Login(name) => match find(name) {
             None => unknown(name, &servers),
             Some(server) if server.url.is_none() => {
-                eprintln!("agentloop: the MCP server `{name}` runs as a command: it has no login");
+                say!("agentloop: the MCP server `{name}` runs as a command: it has no login");
                 1
             }
             Some(server) => login(&server),
@@ -154,15 +154,15 @@ fn run_action(action: &McpAction, servers: Vec<McpServer>, cwd: &Path) -> i32 {
             None => unknown(name, &servers),
             Some(server) => match server.logout() {
                 Ok(true) => {
-                    println!("logged out of {name}");
+                    out!("logged out of {name}");
                     0
                 }
                 Ok(false) => {
-                    println!("{name} had no login kept");
+                    out!("{name} had no login kept");
                     0
                 }
                 Err(err) => {
-                    eprintln!("agentloop: {err}");
+                    say!("agentloop: {err}");
                     1
                 }
             },
@@ -172,7 +172,7 @@ fn run_action(action: &McpAction, servers: Vec<McpServer>, cwd: &Path) -> i32 {
 
 fn unknown(name: &str, servers: &[McpServer]) -> i32 {
     let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
-    eprintln!(
+    say!(
         "agentloop: no MCP server `{name}` in the config; it has: {}",
         names.join(", ")
     );
@@ -207,19 +207,19 @@ fn list(servers: Vec<McpServer>, cwd: &Path) -> i32 {
     let env = match agentloop::exec::LocalExecutionEnvironment::new(cwd) {
         Ok(env) => Arc::new(env),
         Err(err) => {
-            eprintln!("agentloop: {err}");
+            say!("agentloop: {err}");
             return 1;
         }
     };
     let session = match Session::new(profile, env, client, config) {
         Ok(session) => session,
         Err(err) => {
-            eprintln!("agentloop: {err}");
+            say!("agentloop: {err}");
             return 1;
         }
     };
     for (status, (what, login)) in session.mcp_servers().iter().zip(logins) {
-        println!("{}  {what}{login}\n  {}", status.name, describe(status));
+        out!("{}  {what}{login}\n  {}", status.name, describe(status));
     }
     session.close();
     0
@@ -234,11 +234,11 @@ fn login(server: &McpServer) -> i32 {
                 .token_file()
                 .map(|p| format!("; the tokens are kept in {}", p.display()))
                 .unwrap_or_default();
-            println!("logged in to {}{kept}", server.name);
+            out!("logged in to {}{kept}", server.name);
             0
         }
         Err(err) => {
-            eprintln!("agentloop: {err}");
+            say!("agentloop: {err}");
             1
         }
     }

@@ -123,6 +123,8 @@ pub struct Human {
     cwd: String,
     /// Everything goes to stderr (stdout is kept for `--output-schema`'s value).
     on_stderr: bool,
+    /// Whether the model has a price (else the footer says "no price", not `$0.0000`).
+    priced: bool,
 }
 
 impl Human {
@@ -144,7 +146,14 @@ impl Human {
             model_calls: 0,
             cwd,
             on_stderr: false,
+            priced: true,
         }
+    }
+
+    /// Says "no price" in the footer instead of a cost when the model has none.
+    pub fn priced(mut self, priced: bool) -> Human {
+        self.priced = priced;
+        self
     }
 
     /// Writes the view to stderr instead of stdout when `on_stderr`.
@@ -350,7 +359,7 @@ impl Human {
             EventKind::Error { message, .. } => {
                 self.clear_indicator();
                 self.end_line()?;
-                eprintln!("{}error: {}{}", s.red, safe(message), s.reset);
+                say!("{}error: {}{}", s.red, safe(message), s.reset);
             }
             EventKind::HookDecision { hook, decision, .. }
                 if !matches!(decision, HookDecision::Continue) =>
@@ -389,7 +398,7 @@ impl Human {
                     plural(*rounds),
                     self.model_calls,
                     plural(self.model_calls),
-                    usage_summary(usage, *cost_usd),
+                    usage_summary(usage, cost_usd.filter(|_| self.priced), self.priced),
                     s.reset
                 );
                 self.line(&line)?;
@@ -459,7 +468,7 @@ impl Human {
                     status.push_str(&format!(", exit {code}"));
                 }
                 let line = if *is_error {
-                    let why = error.as_deref().unwrap_or("failed");
+                    let why = why_failed(error.as_deref().unwrap_or("failed"));
                     format!(
                         "{indent}{}✗ {who}{name}{} {summary} {}({status}){} {}{}{}",
                         s.red,
@@ -467,7 +476,7 @@ impl Human {
                         s.dim,
                         s.reset,
                         s.red,
-                        clip(why, 160),
+                        clip(&why, 160),
                         s.reset
                     )
                 } else {
@@ -498,7 +507,7 @@ impl Human {
     fn warn(&mut self, message: &str) {
         self.clear_indicator();
         let s = self.style;
-        eprintln!("{}warning: {}{}", s.red, safe(message), s.reset);
+        say!("{}warning: {}{}", s.red, safe(message), s.reset);
     }
 
     fn tick(&mut self) {
@@ -594,6 +603,20 @@ pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// At most `max` characters of the first line of `text`, with `…` when cut, made
 /// [`safe`] for the terminal.
+/// The failed line's reason: what stopped a command (an interrupt, a timeout) before the
+/// tool's text, whose first words for a silent command are only `(no output)`.
+fn why_failed(error: &str) -> String {
+    if error.contains("[Command interrupted") {
+        return "interrupted (the session was interrupted)".to_string();
+    }
+    if error.contains("Command timed out") {
+        return "timed out".to_string();
+    }
+    error
+        .replace("(no output)\n", "")
+        .replace("(no output)", "")
+}
+
 pub fn clip(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or("");
     let cut = line.chars().count() > max || text.lines().nth(1).is_some();
@@ -644,8 +667,8 @@ pub fn summarise(tool: &str, arguments: &Value) -> String {
 }
 
 /// The footer's token counts: in and out, then cache and reasoning where reported, then
-/// the cost when the model has a price.
-pub fn usage_summary(usage: &Usage, cost_usd: Option<f64>) -> String {
+/// the cost when the model has a price (`priced`), else "no price".
+pub fn usage_summary(usage: &Usage, cost_usd: Option<f64>, priced: bool) -> String {
     let mut text = format!(
         "{} tokens in, {} out",
         usage.input_tokens, usage.output_tokens
@@ -659,8 +682,10 @@ pub fn usage_summary(usage: &Usage, cost_usd: Option<f64>) -> String {
     if let Some(n) = usage.reasoning_tokens.filter(|n| *n > 0) {
         text.push_str(&format!(", {n} reasoning"));
     }
-    if let Some(cost) = cost_usd {
-        text.push_str(&format!(" · ${cost:.4}"));
+    match cost_usd {
+        Some(cost) => text.push_str(&format!(" · ${cost:.4}")),
+        None if !priced => text.push_str(" · no price"),
+        None => {}
     }
     text
 }
@@ -677,5 +702,31 @@ fn hook_summary(decision: &HookDecision) -> String {
         HookDecision::ContinueWith(text) => format!("continues: {}", clip(text, 160)),
         HookDecision::ReplaceSummary(_) => "replaced the summary".to_string(),
         other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_command_says_what_stopped_it_not_no_output() {
+        let interrupted = "Tool error (shell): (no output)\nkilled by signal 15\nduration: 5 ms\n\
+                           [Command interrupted: it was stopped because the session was interrupted.]";
+        assert_eq!(
+            why_failed(interrupted),
+            "interrupted (the session was interrupted)"
+        );
+        let timed_out = "(no output)\nexit code: unknown\n[ERROR: Command timed out after 10ms.]";
+        assert_eq!(why_failed(timed_out), "timed out");
+        assert!(!why_failed("Tool error (shell): (no output)\nexit code: 1").contains("no output"));
+    }
+
+    #[test]
+    fn a_model_without_a_price_says_no_price_not_zero_dollars() {
+        let usage = Usage::default();
+        assert!(usage_summary(&usage, None, false).ends_with(" · no price"));
+        assert!(usage_summary(&usage, Some(0.0), true).ends_with(" · $0.0000"));
+        assert!(!usage_summary(&usage, None, true).contains('$'));
     }
 }

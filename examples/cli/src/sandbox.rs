@@ -8,6 +8,17 @@ use agentloop::exec::{Enforcement, LocalExecutionEnvironment, Network, Sandbox, 
 
 use crate::args::Options;
 
+/// Refuses what the sandbox options cannot mean: `--network off` with `--sandbox
+/// full-access`, where nothing would keep the network off (commands run unconfined), so the
+/// flag would be silently ignored.
+pub fn check(options: &Options) -> Result<(), String> {
+    if options.sandbox.as_deref() == Some("full-access") && options.network == Some(false) {
+        return Err("--network off needs a sandbox, and --sandbox full-access runs commands                     without one (the network would stay on): drop --sandbox full-access (the                     default workspace-write sandbox keeps the network off), or use                     --sandbox read-only"
+            .to_string());
+    }
+    Ok(())
+}
+
 /// The local environment in `cwd` under the sandbox the options ask for (default
 /// workspace-write with `/tmp`, network off), or a message saying why it cannot run.
 pub fn environment(

@@ -7,22 +7,26 @@ use std::path::{Path, PathBuf};
 
 use agentloop::llm::{Client, HttpOptions, Request};
 use agentloop::profiles::{self, ProviderProfile};
-use agentloop::session::transcript::Transcript;
+use agentloop::session::transcript::{Transcript, TranscriptHeader};
 
 use crate::args::{Options, ProfileName, ProviderName, UsageError};
 use crate::demo::Demo;
 
-/// Providers tried, in order, when `--provider` is absent: the first whose key is set wins.
+/// Providers tried, in order, when `--provider` is absent: the first whose key (or, for an
+/// OpenAI-compatible server, base URL) is set wins.
 const BY_KEY: &[(ProviderName, &[&str])] = &[
     (ProviderName::Anthropic, &["ANTHROPIC_API_KEY"]),
     (ProviderName::OpenAi, &["OPENAI_API_KEY"]),
     (ProviderName::Gemini, &["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
+    // As `Client::from_env`: a compatible server's address is enough (local ones need no
+    // key).
+    (ProviderName::OpenAiChat, &["OPENAI_COMPATIBLE_BASE_URL"]),
 ];
 
 /// What the user can do when no provider is configured.
 pub const HOW_TO_CONFIGURE: &str = "set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY \
-     (or GOOGLE_API_KEY), or use `--provider openai-chat --base-url URL` for an \
-     OpenAI-compatible server; run `agentloop` without a prompt for the offline demo";
+     (or GOOGLE_API_KEY), or OPENAI_COMPATIBLE_BASE_URL (or use `--provider openai-chat \
+     --base-url URL`) for an OpenAI-compatible server; run `agentloop` without a prompt for the offline demo";
 
 /// Everything `main` needs to start the session.
 pub struct Setup {
@@ -166,8 +170,8 @@ fn openai_key_if_asked(options: &Options, var: &dyn Fn(&str) -> Option<String>) 
 }
 
 /// Checks `--transcript` and `--resume` before anything starts; returns the resumed
-/// session's recorded working directory.
-fn check_transcripts(options: &Options) -> Result<Option<PathBuf>, UsageError> {
+/// session's header.
+fn check_transcripts(options: &Options) -> Result<Option<TranscriptHeader>, UsageError> {
     if let Some(path) = &options.transcript {
         let continuing = options.resume.as_ref() == Some(path);
         if path.exists() && !continuing {
@@ -197,7 +201,29 @@ fn check_transcripts(options: &Options) -> Result<Option<PathBuf>, UsageError> {
             path.display()
         ))
     })?;
-    Ok(Some(PathBuf::from(&transcript.header().working_directory)))
+    Ok(Some(transcript.header().clone()))
+}
+
+/// `options` with what `--resume`'s transcript recorded filling what the command line left
+/// out: the provider, the model and the base URL (a transcript holds no key: those come
+/// from the environment as usual).
+fn with_recorded(options: &Options, header: &TranscriptHeader) -> Options {
+    let mut filled = options.clone();
+    let recorded = ProviderName::parse(&header.profile).filter(|p| *p != ProviderName::Demo);
+    if filled.provider.is_none() {
+        filled.provider = recorded;
+    }
+    // The model and address belong to the recorded provider: another one on the command
+    // line starts from its own defaults.
+    if filled.provider == recorded && recorded.is_some() {
+        if filled.model.is_none() {
+            filled.model = Some(header.model.clone());
+        }
+        if filled.base_url.is_none() {
+            filled.base_url.clone_from(&header.base_url);
+        }
+    }
+    filled
 }
 
 /// Picks the provider, model, profile and directory.
@@ -205,7 +231,10 @@ pub fn resolve(
     options: &Options,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Setup, UsageError> {
-    let recorded_dir = check_transcripts(options)?;
+    let header = check_transcripts(options)?;
+    let filled = header.as_ref().map(|h| with_recorded(options, h));
+    let options = filled.as_ref().unwrap_or(options);
+    let recorded_dir = header.map(|h| PathBuf::from(h.working_directory));
     let provider = match options.provider {
         Some(provider) => provider,
         None => BY_KEY
@@ -237,10 +266,13 @@ pub fn resolve(
         ProviderName::Gemini => ProfileName::Gemini,
         ProviderName::Anthropic | ProviderName::Demo => ProfileName::Anthropic,
     });
-    let model = options
-        .model
-        .clone()
-        .unwrap_or_else(|| default_model(provider).to_string());
+    // An OpenAI-compatible server's model: --model, else OPENAI_COMPATIBLE_MODEL, else asked
+    // of the server once the client exists (`None` here).
+    let model = match (&options.model, provider) {
+        (Some(model), _) => Some(model.clone()),
+        (None, ProviderName::OpenAiChat) => first_var(var, &["OPENAI_COMPATIBLE_MODEL"]),
+        (None, _) => Some(default_model(provider).to_string()),
+    };
 
     let mut demo = None;
     let mut endpoint = None;
@@ -305,6 +337,10 @@ pub fn resolve(
         None => client,
     };
     let provider_id = client.provider_ids()[0].to_string();
+    let model = match model {
+        Some(model) => model,
+        None => model_of_server(&client, &provider_id, endpoint.as_deref())?,
+    };
 
     // Any profile works over any wire format: route it to the provider built above.
     let mut profile = profile_for(profile_name, &model).with_provider_id(&provider_id);
@@ -373,6 +409,41 @@ pub fn resolve(
         fallbacks,
         _temp: temp,
     })
+}
+
+/// The model an OpenAI-compatible server serves, when no model was named: `gpt-5` for
+/// OpenAI's own API, else the server's answer to `GET /models` (one model: that one;
+/// several: an error listing them, to choose with --model).
+fn model_of_server(
+    client: &Client,
+    provider_id: &str,
+    endpoint: Option<&str>,
+) -> Result<String, UsageError> {
+    if endpoint.is_none_or(is_openai_host) {
+        return Ok(default_model(ProviderName::OpenAiChat).to_string());
+    }
+    let mut probe = Request::new("", Vec::new());
+    probe.provider = Some(provider_id.to_string());
+    let models = client
+        .provider_for(&probe)
+        .and_then(|provider| provider.models())
+        .map_err(|err| {
+            usage(format!(
+                "no model named: give --model (or OPENAI_COMPATIBLE_MODEL); {err}"
+            ))
+        })?;
+    match &models[..] {
+        [one] => Ok(one.clone()),
+        [] => Err(usage(
+            "the server lists no model: give one with --model (or OPENAI_COMPATIBLE_MODEL)",
+        )),
+        several => Err(usage(format!(
+            "the server serves {} models; choose one with --model (or \
+             OPENAI_COMPATIBLE_MODEL): {}",
+            several.len(),
+            several.join(", ")
+        ))),
+    }
 }
 
 /// The library's provider id for `provider`.

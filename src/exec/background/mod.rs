@@ -60,8 +60,9 @@ pub struct OutputSlice {
 /// use agentloop::CancelToken;
 /// use agentloop::exec::{CommandRequest, ExecutionEnvironment, LocalExecutionEnvironment, OutputStream};
 ///
-/// let dir = tempfile::tempdir()?;
-/// let env = LocalExecutionEnvironment::new(dir.path())?;
+/// let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let env = LocalExecutionEnvironment::new(dir.as_path())?;
 /// let request = CommandRequest::new(
 ///     "while read line; do echo \"got $line\"; done",
 ///     Duration::from_secs(10), // no timeout applies in the background

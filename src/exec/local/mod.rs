@@ -75,8 +75,9 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// use agentloop::exec::{ExecutionEnvironment, LocalExecutionEnvironment};
 /// use std::path::Path;
 ///
-/// let dir = tempfile::tempdir()?;
-/// let env = LocalExecutionEnvironment::new(dir.path())?;
+/// let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let env = LocalExecutionEnvironment::new(dir.as_path())?;
 /// env.write_file(Path::new("notes/todo.txt"), b"one\ntwo\nthree\n")?;
 /// let content = env.read_file(Path::new("notes/todo.txt"), Some(2), Some(1))?;
 /// assert_eq!(content.text, "two\n");
@@ -91,8 +92,9 @@ const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// use agentloop::CancelToken;
 /// use std::time::Duration;
 ///
-/// let dir = tempfile::tempdir()?;
-/// let env = LocalExecutionEnvironment::new(dir.path())?;
+/// let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let env = LocalExecutionEnvironment::new(dir.as_path())?;
 /// let request = CommandRequest::new("echo hello; sleep 30", Duration::from_millis(300));
 /// let result = env.exec_command(&request, &|_, _| {}, &CancelToken::new())?;
 /// assert_eq!(result.stdout, "hello\n");
@@ -138,7 +140,9 @@ impl fmt::Debug for LocalExecutionEnvironment {
 
 impl LocalExecutionEnvironment {
     /// An environment rooted at `working_dir` (made absolute against the current directory
-    /// if relative), whose commands inherit a copy of the current process environment
+    /// if relative), with **full access**: commands and file tools may write anywhere the
+    /// process may and use the network. For an agent, [`sandboxed`](Self::sandboxed) is the
+    /// safe choice. Its commands inherit a copy of the current process environment
     /// taken now, filtered by the default [`EnvPolicy`]. Variables whose name or value is
     /// not UTF-8 are not inherited.
     ///
@@ -203,6 +207,21 @@ impl LocalExecutionEnvironment {
         })
     }
 
+    /// The safe choice for an agent: [`new`](Self::new)`(working_dir)` under the sandbox the
+    /// CLI runs by default — commands and file tools may write only in `working_dir` and the
+    /// temporary directories (`.git` and the agent instruction files stay read-only), and
+    /// commands have no network ([`SandboxPolicy::workspace_write`], network off,
+    /// enforcement required).
+    ///
+    /// Where the kernel cannot enforce it (no Landlock: an old kernel, some containers) this
+    /// fails with [`io::ErrorKind::Unsupported`] naming what is missing: nothing runs
+    /// unsandboxed unasked. Choose [`new`](Self::new) (full access) there on purpose, or
+    /// [`with_sandbox`](Self::with_sandbox) with [`Enforcement::BestEffort`](super::Enforcement::BestEffort).
+    pub fn sandboxed(working_dir: impl Into<PathBuf>) -> io::Result<LocalExecutionEnvironment> {
+        let sandbox = Sandbox::new(SandboxPolicy::workspace_write());
+        Ok(LocalExecutionEnvironment::new(working_dir)?.with_sandbox(sandbox)?)
+    }
+
     /// Keeps the process's own soft limit on open descriptors (`RLIMIT_NOFILE`): no
     /// [`Session::new`](crate::session::Session::new) or [`new`](Self::new) raises it after
     /// this call, and a raise one of them already made is undone, unless the host has
@@ -241,8 +260,9 @@ impl LocalExecutionEnvironment {
     /// ```
     /// use agentloop::exec::{LocalExecutionEnvironment, Sandbox, SandboxPolicy};
     ///
-    /// let dir = tempfile::tempdir()?;
-    /// let env = LocalExecutionEnvironment::new(dir.path())?
+    /// let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let env = LocalExecutionEnvironment::new(dir.as_path())?
     ///     .with_sandbox(Sandbox::new(SandboxPolicy::workspace_write()))
     ///     .map_err(std::io::Error::from)?
     ///     .with_per_call_policy_up_to(SandboxPolicy::FullAccess);

@@ -120,7 +120,9 @@ pub enum Enforcement {
 /// The library's default is no sandbox ([`SandboxPolicy::FullAccess`]): an embedding host
 /// knows its roots and its network needs, and a default that silently broke its builds
 /// (network off) or its writes would be worse than an explicit choice. The CLI defaults to
-/// `WorkspaceWrite` with the network off.
+/// `WorkspaceWrite` with the network off, and so does
+/// [`LocalExecutionEnvironment::sandboxed`](super::LocalExecutionEnvironment::sandboxed), the
+/// README quick start's choice.
 ///
 /// ```
 /// use agentloop::exec::{Enforcement, Network, Sandbox, SandboxPolicy};

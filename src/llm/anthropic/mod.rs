@@ -158,6 +158,10 @@ impl Provider for Anthropic {
         ID
     }
 
+    fn base_url(&self) -> Option<&str> {
+        Some(self.base_url())
+    }
+
     fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
         http::open(self, &self.http, &self.connections, request, cancel)
     }

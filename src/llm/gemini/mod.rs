@@ -139,6 +139,10 @@ impl Provider for Gemini {
         ID
     }
 
+    fn base_url(&self) -> Option<&str> {
+        Some(self.base_url())
+    }
+
     fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
         http::open(self, &self.http, &self.connections, request, cancel)
     }

@@ -98,7 +98,11 @@ pub(crate) fn classify(
             "rate_limit_exceeded" | "rate_limit_error" => return ErrorKind::RateLimited,
             "invalid_api_key" | "authentication_error" => return ErrorKind::Authentication,
             "model_not_found" | "not_found_error" => return ErrorKind::NotFound,
-            "server_error" | "overloaded_error" | "api_error" | "server_is_overloaded" => {
+            // A generic type under a clear client status (Ollama's 404 `api_error` for a
+            // missing model) is that status's error, not a server error to retry.
+            "server_error" | "overloaded_error" | "api_error" | "server_is_overloaded"
+                if !status.is_some_and(|s| matches!(s, 401 | 403 | 404)) =>
+            {
                 return ErrorKind::Server;
             }
             "content_filter" | "content_policy_violation" => return ErrorKind::ContentFilter,

@@ -136,6 +136,10 @@ impl Provider for OpenAi {
         ID
     }
 
+    fn base_url(&self) -> Option<&str> {
+        Some(self.base_url())
+    }
+
     fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
         http::open(self, &self.http, &self.connections, request, cancel)
     }

@@ -185,6 +185,19 @@ impl Provider for OpenAiChat {
         &self.id
     }
 
+    fn base_url(&self) -> Option<&str> {
+        Some(self.base_url())
+    }
+
+    fn models(&self) -> Result<Vec<String>> {
+        super::models::list(
+            &self.id,
+            &self.base_url,
+            self.api_key.as_deref(),
+            &self.http,
+        )
+    }
+
     fn open(&self, request: &Request, cancel: &CancelToken) -> Result<EventIter> {
         http::open(self, &self.http, &self.connections, request, cancel)
     }

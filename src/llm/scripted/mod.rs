@@ -51,7 +51,7 @@ enum Failure {
 ///
 /// ```
 /// use agentloop::llm::scripted::ScriptedTurn;
-/// use serde_json::json;
+/// use agentloop::serde_json::json;
 ///
 /// let first = ScriptedTurn::tool_call("read_file", json!({"file_path": "a.txt"}));
 /// let parallel = ScriptedTurn::text("Reading both.")

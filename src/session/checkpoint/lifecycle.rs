@@ -611,7 +611,8 @@ pub(crate) fn start_fork(
         .collect();
     let transcript = match &config.transcript_path {
         Some(path) => {
-            let header = resume::header(&id, &profile, &*env, &config, None);
+            let url = crate::session::model_call::base_url(&client, &profile);
+            let header = resume::header(&id, (&profile, url), &*env, &config, None);
             let writer = TranscriptWriter::create(path, &header)?;
             if let Some(failure) = writer.fork(&fork.parent, fork.at, &fork.history, &carried) {
                 return Err(Error::new(ErrorKind::Io, failure));

@@ -32,14 +32,14 @@ const LOOP_WARNING_PREFIX: &str = "Loop detected:";
 /// use agentloop::llm::{ToolCall, ToolResult};
 /// use agentloop::session::Turn;
 /// use agentloop::unstable::{CompactionLimits, CompactionPlan};
-/// use serde_json::json;
+/// use agentloop::serde_json::json;
 ///
 /// let mut turns = vec![Turn::user("list the files, forty times")];
 /// for i in 0..40 {
 ///     let call = ToolCall::new(format!("call_{i}"), "shell", json!({"command": "ls"}));
 ///     let assistant = json!({"type": "assistant", "content": "", "tool_calls": [call],
 ///                            "timestamp": "2026-01-01T00:00:00.000Z"});
-///     turns.push(serde_json::from_value(assistant).unwrap());
+///     turns.push(agentloop::serde_json::from_value(assistant).unwrap());
 ///     turns.push(Turn::tool_results(vec![ToolResult::for_call(&call, "x".repeat(400), false)]));
 /// }
 /// let plan = CompactionPlan::new(&turns, &CompactionLimits::for_window(4_000), 0).unwrap();

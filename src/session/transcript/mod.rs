@@ -20,7 +20,7 @@
 //!
 //! | record | fields | when |
 //! |---|---|---|
-//! | `header` | `version`, `session_id`, `profile` (the profile id), `model`, `working_directory`, `started_at` (RFC 3339), `config` (the serialisable settings: never the approval hook), `resumed_from` (the session id of the transcript's previous segment, after a resume) | first line; again each time the transcript is resumed |
+//! | `header` | `version`, `session_id`, `profile` (the profile id), `model`, `base_url` (where requests went; no user information or query; absent for a provider without an address), `working_directory`, `started_at` (RFC 3339), `config` (the serialisable settings: never the approval hook), `resumed_from` (the session id of the transcript's previous segment, after a resume) | first line; again each time the transcript is resumed |
 //! | `turn` | `turn`: one history [`Turn`] in its serde form — user input, steering, system messages, tool results, and model responses with every part exactly as the provider sent it (thinking and its signature, reasoning items, thought signatures) | each time the session appends a turn |
 //! | `request` | `turns`; `request` when it changed | before each model call |
 //! | `event` | `event`: one [`SessionEvent`] in its JSON form | every event, when [`SessionConfig::transcript_events`](super::SessionConfig::transcript_events) is on |
@@ -31,18 +31,14 @@
 //! | `rewind` | `rewind` (the request), `report` (what it did), `history` (the whole history after it, when the history was rewound) | each rewind ([`Session::rewind`](super::Session::rewind)) |
 //! | `fork` | `forked_from` (the parent's session id), `at` (the input forked before, if any), `history` (the history the fork starts with), `marks` (its inputs' places in it) | once, after the header of a forked session's transcript |
 //!
-//! A `request` record says what the model was asked. Its messages are the leading system
-//! message(s) stored in `request` followed by the messages of the first `turns` history
-//! turns of the transcript (counted over all its segments); `request` is the
-//! [`Request`] serde form with only those leading messages, and is omitted when it equals
-//! the previous `request` record's — the system prompt and tool definitions are written
-//! once, not on every round. With the turns, that rebuilds every request exactly.
+//! A `request` record says what the model was asked: the leading system message(s) stored
+//! in `request` (the [`Request`] serde form with only those, omitted when it equals the
+//! previous record's) followed by the first `turns` history turns of the transcript
+//! (counted over all its segments). With the turns, that rebuilds every request exactly.
 //!
-//! A `compaction` record replaces the history: the turns it holds are the history from
-//! then on, and the `turns` of later `request` records count from its first turn. So do a
-//! `rewind` record with a `history` and a `fork` record. The
-//! turns before it stay in the file (and in the reader, for replay), so every request of
-//! the session can still be rebuilt.
+//! A `compaction` record (and a `rewind` with a `history`, and a `fork`) replaces the
+//! history: its turns are the history from then on, later `request` records count from
+//! its first turn, and the turns before stay in the file so every request can be rebuilt.
 //!
 //! # Reading rules
 //!
@@ -113,6 +109,10 @@ pub struct TranscriptHeader {
     pub profile: String,
     /// The model.
     pub model: String,
+    /// Where the requests went (the provider's base URL, without any user name, password,
+    /// query or fragment); absent for a provider with no address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
     /// The execution environment's working directory.
     pub working_directory: String,
     /// When the session started.

@@ -93,7 +93,7 @@ pub(crate) fn repaired(mut history: History) -> (History, Option<Turn>) {
 pub(crate) fn resume(
     source: &Path,
     id: &str,
-    profile: &ProviderProfile,
+    (profile, base_url): (&ProviderProfile, Option<&str>),
     env: &dyn ExecutionEnvironment,
     config: &SessionConfig,
 ) -> Result<Resumed> {
@@ -115,7 +115,7 @@ pub(crate) fn resume(
 
     let header = header(
         id,
-        profile,
+        (profile, base_url),
         env,
         config,
         Some(recorded.last_session_id().to_string()),
@@ -192,7 +192,7 @@ fn background_left(recorded: &Transcript) -> (Option<Turn>, u64) {
 /// The header of session `id`'s transcript segment.
 pub(crate) fn header(
     id: &str,
-    profile: &ProviderProfile,
+    (profile, base_url): (&ProviderProfile, Option<&str>),
     env: &dyn ExecutionEnvironment,
     config: &SessionConfig,
     resumed_from: Option<String>,
@@ -202,10 +202,26 @@ pub(crate) fn header(
         session_id: id.to_string(),
         profile: profile.id.clone(),
         model: profile.model.clone(),
+        base_url: base_url.map(public_url),
         working_directory: env.working_directory().to_string_lossy().into_owned(),
         started_at: std::time::SystemTime::now(),
         config: config_record(config),
         resumed_from,
+    }
+}
+
+/// `url` without what could be a secret: user name and password, query, fragment.
+fn public_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or(url);
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_string(),
     }
 }
 
@@ -244,4 +260,19 @@ fn excerpt(text: &str, max: usize) -> String {
 /// A duration in whole milliseconds, saturating (the transcript header's unit).
 fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_recorded_base_url_keeps_no_user_information_query_or_fragment() {
+        assert_eq!(
+            super::public_url("https://user:secret@example.test:8443/v1?key=k#x"),
+            "https://example.test:8443/v1"
+        );
+        assert_eq!(
+            super::public_url("http://127.0.0.1:8080/v1"),
+            "http://127.0.0.1:8080/v1"
+        );
+    }
 }

@@ -47,12 +47,13 @@ impl ScriptedModel {
     /// use agentloop::session::transcript::Transcript;
     /// use agentloop::session::{Session, SessionConfig};
     ///
-    /// let dir = tempfile::tempdir()?;
-    /// let path = dir.path().join("session.jsonl");
+    /// let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = dir.as_path().join("session.jsonl");
     /// let profile = || {
     ///     ProviderProfile::new("scripted", "demo").with_tool(agentloop::tools::shell())
     /// };
-    /// let env = Arc::new(LocalExecutionEnvironment::new(dir.path())?);
+    /// let env = Arc::new(LocalExecutionEnvironment::new(dir.as_path())?);
     ///
     /// // Record.
     /// let recorded = ScriptedModel::new(vec![
@@ -72,7 +73,7 @@ impl ScriptedModel {
     ///     let outcome = session.run(input)?; // Err on the first difference
     ///     assert_eq!(outcome.text, "Wrote out.txt.");
     /// }
-    /// assert_eq!(std::fs::read_to_string(dir.path().join("out.txt"))?, "recorded\n");
+    /// assert_eq!(std::fs::read_to_string(dir.as_path().join("out.txt"))?, "recorded\n");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_transcript(transcript: &Transcript, mode: ReplayMode) -> ScriptedModel {

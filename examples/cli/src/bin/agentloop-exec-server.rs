@@ -14,6 +14,7 @@
 //! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --profile min-size -p
 //! agentloop-cli --bin agentloop-exec-server --target x86_64-unknown-linux-gnu`.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use agentloop::exec::LocalExecutionEnvironment;
@@ -23,13 +24,24 @@ use agentloop::exec::remote::{
 
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("--version") {
-        println!("{SERVER_NAME} (protocol {PROTOCOL_VERSION})");
-        return ExitCode::SUCCESS;
+        // A closed stdout is a failure, not a panic.
+        let shown = writeln!(
+            std::io::stdout(),
+            "{SERVER_NAME} (protocol {PROTOCOL_VERSION})"
+        );
+        return if shown.is_ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
     }
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(e) => {
-            eprintln!("agentloop-exec-server: no working directory: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "agentloop-exec-server: no working directory: {e}"
+            );
             return ExitCode::from(2);
         }
     };
@@ -42,7 +54,7 @@ fn main() -> ExitCode {
     let env = match LocalExecutionEnvironment::new(cwd) {
         Ok(env) => env.with_base_env(base),
         Err(e) => {
-            eprintln!("agentloop-exec-server: {e}");
+            let _ = writeln!(std::io::stderr(), "agentloop-exec-server: {e}");
             return ExitCode::from(2);
         }
     };
@@ -50,7 +62,7 @@ fn main() -> ExitCode {
     match RemoteExecutionEnvironment::serve_stdio(env) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("agentloop-exec-server: {e}");
+            let _ = writeln!(std::io::stderr(), "agentloop-exec-server: {e}");
             ExitCode::FAILURE
         }
     }

@@ -107,6 +107,8 @@ fn events_for(folder: &Folder, first: Reply, extra: &[&str]) -> Vec<Value> {
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home.path())
+        // A named model: without one the CLI asks an openai-chat server for its models.
+        .env("OPENAI_COMPATIBLE_MODEL", "gpt-5")
         .envs(folder.key_vars.iter().copied());
     let ran = run_command(command, "");
     ran.stdout

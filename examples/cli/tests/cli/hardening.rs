@@ -47,7 +47,10 @@ fn stream_idle_timeout_ends_a_keep_alive_only_stream_after_that_many_seconds() {
             "20",
             "say hi",
         ],
-        &[("OPENAI_COMPATIBLE_API_KEY", support::FAKE_KEY)],
+        &[
+            ("OPENAI_COMPATIBLE_API_KEY", support::FAKE_KEY),
+            ("OPENAI_COMPATIBLE_MODEL", "gpt-5"),
+        ],
         home.path(),
     );
     command.stdin(Stdio::null());

@@ -9,6 +9,7 @@ mod background;
 mod compaction;
 mod conformance;
 mod control;
+mod first_hour;
 mod hardening;
 mod hooks;
 mod hostile_servers;

@@ -57,7 +57,9 @@ fn the_openai_key_does_not_reach_a_non_openai_base_url() {
     };
     let run = |args: Vec<String>, vars: &[(&str, &str)]| {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        run_agent(&args, vars, "")
+        let mut vars = vars.to_vec();
+        vars.push(("OPENAI_COMPATIBLE_MODEL", "gpt-5"));
+        run_agent(&args, &vars, "")
     };
 
     // OPENAI_API_KEY alone: the local server is used without a key.
@@ -134,7 +136,7 @@ fn the_header_line_shows_where_requests_go_with_a_base_url() {
             work.path().to_str().unwrap(),
             "say done",
         ],
-        &[],
+        &[("OPENAI_COMPATIBLE_MODEL", "gpt-5")],
         "",
     );
     assert_eq!(ran.status, Some(0), "{}", ran.all_output());

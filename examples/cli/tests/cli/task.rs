@@ -162,7 +162,7 @@ fn completes_the_three_round_task(wire: Wire) {
             "--json",
             "write hello to out.txt, read it back, then say done",
         ],
-        &[(key_var, key)],
+        &[(key_var, key), ("OPENAI_COMPATIBLE_MODEL", "gpt-5")],
         "",
     );
     assert_eq!(ran.status, Some(0), "{wire:?}: {}", ran.all_output());
