@@ -39,10 +39,10 @@ pub use crate::session::ledger::{
 pub use crate::tools::apply_patch::{
     Applied, Hunk, HunkLine, Operation, Patch, apply_hunks, parse_patch,
 };
+pub use crate::tools::background::run::format_result;
 pub use crate::tools::edit_file::{Edit, plan_edit};
 pub use crate::tools::prepared::{PreparedCall, ToolOutcome, prepare_call};
 pub use crate::tools::schema::{parse_arguments, validate};
-pub use crate::tools::shell::format_result;
 pub use crate::tools::subagent::tools as subagent_tools;
 pub use crate::tools::truncate::{
     Truncated, TruncationMode, default_char_limit, default_line_limit, truncate_lines,

@@ -27,9 +27,10 @@
 use crate::llm::tool_schema::tool_schema;
 use std::time::Duration;
 
+use super::background::run::format_result;
 use super::background::{self, Shape};
 use super::{RegisteredTool, ToolContext, ToolDefinition, ToolInput, ToolOutput, args};
-use crate::exec::{CommandRequest, ExecResult};
+use crate::exec::CommandRequest;
 
 /// The tool's name.
 pub const NAME: &str = "shell";
@@ -224,73 +225,10 @@ fn start_in_background(
     Ok(ToolOutput::text(text))
 }
 
-/// The text for a finished command, in the layout of the module docs.
-pub fn format_result(result: &ExecResult, timeout: Duration) -> String {
-    let mut out = String::with_capacity(result.stdout.len() + result.stderr.len() + 200);
-    for (tag, text) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
-        if text.is_empty() {
-            continue;
-        }
-        out.push('<');
-        out.push_str(tag);
-        out.push_str(">\n");
-        out.push_str(text);
-        if !text.ends_with('\n') {
-            out.push('\n');
-        }
-        out.push_str("</");
-        out.push_str(tag);
-        out.push_str(">\n");
-    }
-    if out.is_empty() {
-        out.push_str("(no output)\n");
-    }
-    match (result.exit_code, result.signal) {
-        (Some(code), _) => out.push_str(&format!("exit code: {code}\n")),
-        (None, Some(signal)) => out.push_str(&format!("killed by signal {signal}\n")),
-        (None, None) => out.push_str("exit code: unknown\n"),
-    }
-    out.push_str(&format!("duration: {} ms", result.duration.as_millis()));
-    if result.capture_truncated {
-        out.push_str(&format!(
-            "\n[note: the command wrote {} bytes to stdout and {} bytes to stderr; only the \
-             beginning and the end of each were kept. Redirect output to a file and search it \
-             if you need the middle.]",
-            result.stdout_bytes, result.stderr_bytes
-        ));
-    }
-    if result.escaped_processes {
-        out.push_str(
-            "\n[note: a process left the command's process group (for example with setsid) and \
-             may still be running; it was not waited for or stopped.]",
-        );
-    }
-    if result.sandbox_denied {
-        out.push_str(
-            "\n[sandbox: denied — the command ran in a sandbox and something it tried was \
-             refused (writing outside the writable roots or to a protected path such as .git, \
-             the network, a host's UNIX socket such as Docker's or ssh-agent's, ptrace); do it \
-             inside the working directory, or ask the user.]",
-        );
-    }
-    if result.timed_out {
-        out.push_str(&format!(
-            "\n[ERROR: Command timed out after {}ms. Partial output is shown above.\nYou can \
-             retry with a longer timeout by setting the timeout_ms parameter.]",
-            timeout.as_millis()
-        ));
-    } else if result.cancelled {
-        out.push_str(
-            "\n[Command interrupted: it was stopped because the session was interrupted. \
-             Partial output is shown above.]",
-        );
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::ExecResult;
 
     #[test]
     fn the_layout_shows_nonempty_streams_then_status() {

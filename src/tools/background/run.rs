@@ -12,7 +12,7 @@ use super::jobs::{BackgroundJobs, Job};
 use super::text;
 use crate::cancel::CancelToken;
 use crate::exec::{CommandRequest, ExecResult, OutputSlice, OutputStream};
-use crate::tools::{ToolContext, ToolOutput, shell};
+use crate::tools::{ToolContext, ToolOutput};
 
 /// The longest pause between two looks at the output while waiting (output on stderr
 /// alone is noticed this late; stdout and the exit at once).
@@ -87,7 +87,7 @@ pub(crate) fn run_or_move(
     };
     let result = foreground_result(&job, exit);
     jobs.forget(job.id);
-    let text = shell::format_result(&result, request.timeout);
+    let text = format_result(&result, request.timeout);
     Some(if result.cancelled {
         Err(text)
     } else {
@@ -150,4 +150,69 @@ fn moved(job: &Job, after: Duration, shape: Option<Shape>) -> String {
         after.as_secs_f64(),
         job.pid,
     )
+}
+
+/// The text for a finished command (foreground, or a background one that ended within its
+/// wait), in the layout of the shell tool's docs.
+pub fn format_result(result: &ExecResult, timeout: Duration) -> String {
+    let mut out = String::with_capacity(result.stdout.len() + result.stderr.len() + 200);
+    for (tag, text) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
+        if text.is_empty() {
+            continue;
+        }
+        out.push('<');
+        out.push_str(tag);
+        out.push_str(">\n");
+        out.push_str(text);
+        if !text.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str("</");
+        out.push_str(tag);
+        out.push_str(">\n");
+    }
+    if out.is_empty() {
+        out.push_str("(no output)\n");
+    }
+    match (result.exit_code, result.signal) {
+        (Some(code), _) => out.push_str(&format!("exit code: {code}\n")),
+        (None, Some(signal)) => out.push_str(&format!("killed by signal {signal}\n")),
+        (None, None) => out.push_str("exit code: unknown\n"),
+    }
+    out.push_str(&format!("duration: {} ms", result.duration.as_millis()));
+    if result.capture_truncated {
+        out.push_str(&format!(
+            "\n[note: the command wrote {} bytes to stdout and {} bytes to stderr; only the \
+             beginning and the end of each were kept. Redirect output to a file and search it \
+             if you need the middle.]",
+            result.stdout_bytes, result.stderr_bytes
+        ));
+    }
+    if result.escaped_processes {
+        out.push_str(
+            "\n[note: a process left the command's process group (for example with setsid) and \
+             may still be running; it was not waited for or stopped.]",
+        );
+    }
+    if result.sandbox_denied {
+        out.push_str(
+            "\n[sandbox: denied — the command ran in a sandbox and something it tried was \
+             refused (writing outside the writable roots or to a protected path such as .git, \
+             the network, a host's UNIX socket such as Docker's or ssh-agent's, ptrace); do it \
+             inside the working directory, or ask the user.]",
+        );
+    }
+    if result.timed_out {
+        out.push_str(&format!(
+            "\n[ERROR: Command timed out after {}ms. Partial output is shown above.\nYou can \
+             retry with a longer timeout by setting the timeout_ms parameter.]",
+            timeout.as_millis()
+        ));
+    } else if result.cancelled {
+        out.push_str(
+            "\n[Command interrupted: it was stopped because the session was interrupted. \
+             Partial output is shown above.]",
+        );
+    }
+    out
 }
