@@ -136,10 +136,19 @@ MCP:
     -V, --version           print the version
 
 EXIT STATUS:
-    0 done, 1 error, 2 bad usage, 3 a turn, round or budget limit stopped the agent,
-    4 no final answer valid against --output-schema, 130 interrupted (Ctrl-C; a second Ctrl-C aborts at once),
-    143 ended by SIGTERM, 129 by SIGHUP (the running command is ended and the session
-    closed, as for an abort)
+    0   done: the agent finished its input
+    1   another error (local I/O, a closed stdout, a tool environment that cannot start)
+    2   bad usage or configuration, found before anything started (a missing key too)
+    3   a turn, round or budget limit stopped the agent
+    4   no final answer valid against --output-schema
+    5   the provider failed after the retries (network, timeout, overload, rate limit)
+    6   the provider refused the account (rejected key, no access, unknown model or endpoint, quota)
+    130 interrupted (Ctrl-C; a second Ctrl-C aborts at once), 143 ended by SIGTERM,
+        129 by SIGHUP (the running command is ended and the session closed, as for an
+        abort)
+    With --json the last line is {\"kind\":\"exit\",\"data\":{\"code\",\"reason\",
+    \"detail\",\"message\"}}: the status, its reason above in a word, the stop reason or
+    error kind, and a sentence.
 ";
 
 /// A provider the CLI can talk to.

@@ -9,6 +9,7 @@ mod background;
 mod compaction;
 mod conformance;
 mod control;
+mod exit_codes;
 mod first_hour;
 mod hardening;
 mod hooks;
