@@ -99,6 +99,8 @@ OPTIONS:
     --json                  print one JSON object per session event on stdout, nothing else
     --transcript PATH       save the session as JSON Lines in PATH (a new file); with
                             --resume, where the continued session is saved instead
+    --trajectory FILE       keep the run's ATIF trajectory (Harbor's format) in FILE,
+                            replaced whole after every step: valid even if killed
     --resume PATH           continue the session saved in PATH (appending to it unless
                             --transcript names another file), with the provider, base
                             URL and model it recorded unless flags name others
@@ -259,6 +261,8 @@ pub struct Options {
     pub send_openai_key: bool,
     /// `--transcript`: where to save the session.
     pub transcript: Option<PathBuf>,
+    /// `--trajectory`: where to keep the run's ATIF trajectory.
+    pub trajectory: Option<PathBuf>,
     /// `--resume`: the transcript to continue.
     pub resume: Option<PathBuf>,
     /// `--rewind`: the input to go back before.
@@ -417,6 +421,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--cwd" => options.cwd = Some(PathBuf::from(non_empty(&name, value("a directory")?)?)),
             "--transcript" => {
                 options.transcript = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--trajectory" => {
+                options.trajectory = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
             "--hooks" => options.hooks = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--mcp-config" => {

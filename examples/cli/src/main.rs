@@ -53,6 +53,7 @@ mod sandbox;
 mod setup;
 mod signals;
 mod std_streams;
+mod trajectory;
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -284,6 +285,10 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
             return usage_error(&err);
         }
     }
+    let trajectory = options
+        .trajectory
+        .as_deref()
+        .map(|path| trajectory::TrajectoryFile::new(path, &setup.profile.tools()));
     let session = match start_session(
         &options,
         (&setup.cwd, mcp_tokens.as_deref()),
@@ -348,6 +353,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         schema,
         answer: None,
         error: None,
+        trajectory,
     };
     let code = match prompt {
         Some(prompt) => {
@@ -667,6 +673,8 @@ struct Run<'a> {
     answer: Option<Value>,
     /// The last error event's kind and message.
     error: Option<(String, String)>,
+    /// `--trajectory`: the ATIF file, fed every event.
+    trajectory: Option<trajectory::TrajectoryFile>,
 }
 
 impl Run<'_> {
@@ -766,6 +774,9 @@ impl Run<'_> {
     /// Shows one event (and answers it, for an approval request).
     fn show(&mut self, event: &SessionEvent) {
         self.ended |= matches!(event.kind, EventKind::SessionEnd { .. });
+        if let Some(trajectory) = &mut self.trajectory {
+            trajectory.event(event);
+        }
         if let EventKind::Error {
             message,
             error_kind,

@@ -20,6 +20,7 @@ mod rewind;
 mod robustness;
 mod sandbox;
 mod task;
+mod trajectory;
 mod transcript;
 
 use std::path::{Path, PathBuf};

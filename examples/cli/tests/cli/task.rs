@@ -107,7 +107,7 @@ fn kinds_position(events: &[Value], kind: &str, call_id: &str) -> usize {
 
 /// The three-round task: a shell command writes a file, `read_file` reads it, the model
 /// answers "done".
-fn three_round_replies(wire: Wire) -> Vec<Reply> {
+pub(crate) fn three_round_replies(wire: Wire) -> Vec<Reply> {
     vec![
         Reply::sse(wire.turn(
             "",
