@@ -101,6 +101,10 @@ OPTIONS:
                             --resume, where the continued session is saved instead
     --trajectory FILE       keep the run's ATIF trajectory (Harbor's format) in FILE,
                             replaced whole after every step: valid even if killed
+    --emit-patch FILE       at the end, write the work tree's changes since the start as a
+                            git patch (binary, new and deleted files; ignored files left out)
+    --predictions FILE      at the end, append the SWE-bench prediction line {instance_id,
+                            model_name_or_path, model_patch} (needs --instance-id ID)
     --resume PATH           continue the session saved in PATH (appending to it unless
                             --transcript names another file), with the provider, base
                             URL and model it recorded unless flags name others
@@ -263,6 +267,12 @@ pub struct Options {
     pub transcript: Option<PathBuf>,
     /// `--trajectory`: where to keep the run's ATIF trajectory.
     pub trajectory: Option<PathBuf>,
+    /// `--emit-patch`: where to write the working tree's changes as a git patch.
+    pub emit_patch: Option<PathBuf>,
+    /// `--predictions`: the SWE-bench predictions file a line is appended to.
+    pub predictions: Option<PathBuf>,
+    /// `--instance-id`: the SWE-bench instance of the prediction line.
+    pub instance_id: Option<String>,
     /// `--resume`: the transcript to continue.
     pub resume: Option<PathBuf>,
     /// `--rewind`: the input to go back before.
@@ -425,6 +435,13 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--trajectory" => {
                 options.trajectory = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
+            "--emit-patch" => {
+                options.emit_patch = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--predictions" => {
+                options.predictions = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--instance-id" => options.instance_id = Some(non_empty(&name, value("an id")?)?),
             "--hooks" => options.hooks = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--mcp-config" => {
                 options.mcp_config = Some(PathBuf::from(non_empty(&name, value("a file")?)?))

@@ -46,6 +46,7 @@ mod fast_start;
 mod hooks;
 mod keys;
 mod mcp;
+mod patch;
 mod remote;
 mod render;
 mod rewind;
@@ -225,6 +226,11 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
              them with full access (contain it on the remote side)",
         );
     }
+    let baseline = match patch_baseline(&options, &setup.cwd, remote.is_some()) {
+        Ok(baseline) => baseline,
+        Err(err) => return usage_error(&err),
+    };
+    let model_label = format!("agentloop/{}", setup.profile.model);
     // Where the tools run, and how the header names it.
     let (env, mut place): (Arc<dyn ExecutionEnvironment>, String) = match remote {
         Some((env, header)) => (env, format!("{header} · no sandbox (remote)")),
@@ -382,11 +388,63 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     } else {
         drop(session); // aborts and joins the worker
     }
+    let code = match &baseline {
+        Some(baseline) => emit_patch(&options, baseline, &model_label, code),
+        None => code,
+    };
     if code == EXIT_OK && setup.demo.as_ref().is_some_and(|d| !d.succeeded()) {
         say!("agentloop: the demo did not reach the expected result");
         return EXIT_ERROR;
     }
     code
+}
+
+/// `--emit-patch`, `--predictions`: the work tree as the run found it (`None` when neither
+/// is given); an error is bad usage.
+fn patch_baseline(
+    options: &Options,
+    cwd: &std::path::Path,
+    remote: bool,
+) -> Result<Option<patch::Baseline>, String> {
+    if options.predictions.is_some() != options.instance_id.is_some() {
+        return Err("--predictions and --instance-id go together".into());
+    }
+    if options.emit_patch.is_none() && options.predictions.is_none() {
+        return Ok(None);
+    }
+    if remote {
+        return Err(
+            "--emit-patch and --predictions read the local work tree, not --remote's".into(),
+        );
+    }
+    patch::Baseline::record(cwd).map(Some)
+}
+
+/// Writes the patch and the prediction line once the session has ended, whatever ended
+/// it (a harness wants the changes of a stopped run too); a failure to write is exit 1
+/// when the run had succeeded.
+fn emit_patch(options: &Options, baseline: &patch::Baseline, model: &str, code: i32) -> i32 {
+    let written = baseline.patch().and_then(|patch| {
+        if let Some(path) = &options.emit_patch {
+            patch::write_patch(path, &patch)?;
+        }
+        match (&options.predictions, &options.instance_id) {
+            (Some(path), Some(id)) => patch::append_prediction(path, id, model, &patch),
+            _ => Ok(()),
+        }
+    });
+    match written {
+        Ok(()) => code,
+        Err(err) => {
+            say!("agentloop: {err}");
+            if code == EXIT_OK {
+                exit::because("io", &err);
+                EXIT_ERROR
+            } else {
+                code
+            }
+        }
+    }
 }
 
 /// Prints `text` on stdout; a closed stdout or a full disk is a one-line error.

@@ -15,6 +15,7 @@ mod hardening;
 mod hooks;
 mod hostile_servers;
 mod mcp;
+mod patch;
 mod remote;
 mod rewind;
 mod robustness;
