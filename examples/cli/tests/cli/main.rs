@@ -11,6 +11,7 @@ mod conformance;
 mod control;
 mod exit_codes;
 mod first_hour;
+mod harbor;
 mod hardening;
 mod hooks;
 mod hostile_servers;
