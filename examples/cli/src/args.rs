@@ -148,13 +148,14 @@ EXIT STATUS:
     3   a turn, round or budget limit stopped the agent
     4   no final answer valid against --output-schema
     5   the provider failed after the retries (network, timeout, overload, rate limit)
-    6   the provider refused the account (rejected key, no access, unknown model or endpoint, quota)
+    6   the provider refused the account for good (rejected key, no access, unknown
+        model or endpoint, no credit)
     130 interrupted (Ctrl-C; a second Ctrl-C aborts at once), 143 ended by SIGTERM,
         129 by SIGHUP (the running command is ended and the session closed, as for an
         abort)
     With --json the last line is {\"kind\":\"exit\",\"data\":{\"code\",\"reason\",
-    \"detail\",\"message\"}}: the status, its reason above in a word, the stop reason or
-    error kind, and a sentence.
+    \"detail\",\"message\",\"usage\"}}: the status, its reason above in a word, the stop
+    reason or error kind, a sentence, and the session's tokens and cost when one ran.
 ";
 
 /// A provider the CLI can talk to.

@@ -34,6 +34,22 @@ static JSON: AtomicBool = AtomicBool::new(false);
 /// stop reason) and a sentence. The last one recorded is reported.
 static WHY: Mutex<Option<(String, String)>> = Mutex::new(None);
 
+/// The session's token counts and cost, from its `session_end` event (what a harness
+/// reads from the record without parsing every event).
+static TOTALS: Mutex<Option<serde_json::Value>> = Mutex::new(None);
+
+/// Records the session's totals for the `exit` record.
+pub fn totals(usage: &agentloop::llm::Usage, cost_usd: Option<f64>) {
+    let totals = serde_json::json!({
+        "input_tokens": usage.input_tokens,
+        "cache_read_tokens": usage.cache_read_tokens.unwrap_or(0),
+        "cache_write_tokens": usage.cache_write_tokens.unwrap_or(0),
+        "output_tokens": usage.output_tokens,
+        "cost_usd": cost_usd,
+    });
+    *TOTALS.lock().unwrap_or_else(|p| p.into_inner()) = Some(totals);
+}
+
 /// Writes the `exit` record at the end (a `--json` run).
 pub fn json_record(on: bool) {
     JSON.store(on, Ordering::SeqCst);
@@ -72,8 +88,8 @@ pub fn reason(code: i32) -> &'static str {
     }
 }
 
-/// The `exit` record for `code` (one JSON line, newline included), or `None` outside
-/// `--json`.
+/// The `exit` record for `code` (one JSON line, newline included), with the session's
+/// `usage` when one ran, or `None` outside `--json`.
 pub fn record(code: i32) -> Option<String> {
     if !JSON.load(Ordering::SeqCst) {
         return None;
@@ -85,10 +101,13 @@ pub fn record(code: i32) -> Option<String> {
         Some((detail, message)) if code < 128 => (detail, message),
         _ => (reason.to_string(), default_message(code).to_string()),
     };
-    let record = serde_json::json!({
+    let mut record = serde_json::json!({
         "kind": "exit",
         "data": {"code": code, "reason": reason, "detail": detail, "message": message},
     });
+    if let Some(totals) = TOTALS.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        record["data"]["usage"] = totals;
+    }
     Some(format!("{record}\n"))
 }
 

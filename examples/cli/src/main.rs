@@ -835,6 +835,12 @@ impl Run<'_> {
         if let Some(trajectory) = &mut self.trajectory {
             trajectory.event(event);
         }
+        if let EventKind::SessionEnd {
+            usage, cost_usd, ..
+        } = &event.kind
+        {
+            exit::totals(usage, *cost_usd);
+        }
         if let EventKind::Error {
             message,
             error_kind,

@@ -60,6 +60,16 @@ fn exit_0_when_the_agent_finished_its_input() {
     let (ran, _server) = run_against(vec![Reply::sse(Wire::Anthropic.turn("done", &[]))], &[]);
     let record = exit_record(&ran, 0, "completed");
     assert_eq!(record["data"]["detail"], "completed");
+    // The session's totals, as `session_end` has them, for a harness's usage parse.
+    let events = ran.events();
+    let end = &events[events.len() - 2]["data"]["usage"];
+    let usage = &record["data"]["usage"];
+    assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{record}");
+    assert_eq!(usage["input_tokens"], end["input_tokens"]);
+    assert_eq!(usage["output_tokens"], end["output_tokens"]);
+    for key in ["cache_read_tokens", "cache_write_tokens", "cost_usd"] {
+        assert!(usage.get(key).is_some(), "{key}: {record}");
+    }
 }
 
 #[test]
