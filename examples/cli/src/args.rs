@@ -100,7 +100,7 @@ OPTIONS:
     --transcript PATH       save the session as JSON Lines in PATH (a new file); with
                             --resume, where the continued session is saved instead
     --trajectory FILE       keep the run's ATIF trajectory (Harbor's format) in FILE,
-                            replaced whole after every step: valid even if killed
+                            replaced whole as it grows: valid even if killed
     --emit-patch FILE       at the end, write the work tree's changes since the start as a
                             git patch (binary, new and deleted files; ignored files left out)
     --predictions FILE      at the end, append the SWE-bench prediction line {instance_id,

@@ -4,17 +4,23 @@
 //! step's observation, its token metrics), a system step per compaction; subagents as
 //! embedded trajectories referenced from the `spawn_agent` result; final metrics.
 //!
-//! The file is replaced atomically (a temporary file beside it, renamed) after every
-//! event that changes it, so a trial killed at any moment leaves a whole, valid file.
+//! The file is replaced atomically (a temporary file beside it, renamed), so a trial
+//! killed at any moment leaves a whole, valid file: before every tool call runs and when
+//! an input or the session ends, and otherwise at most every [`EVERY`] (each write is the
+//! whole document: writing it on every event of a long session would cost its square).
 //! It never holds a key: only what the events hold, and they hold none.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use agentloop::llm::{ToolDefinition, Usage};
 use agentloop::session::{EventKind, SessionEvent};
 use serde_json::{Map, Value, json};
+
+/// How long a change may wait for the next write (see the module's note).
+const EVERY: Duration = Duration::from_millis(200);
 
 /// The ATIF version written (the newest Harbor 0.25 accepts).
 const SCHEMA_VERSION: &str = "ATIF-v1.7";
@@ -25,6 +31,9 @@ pub struct TrajectoryFile {
     root: Doc,
     /// The last write failed (said once on stderr).
     failed: bool,
+    /// When the file was last written, and whether something changed since.
+    written: Option<Instant>,
+    dirty: bool,
 }
 
 impl TrajectoryFile {
@@ -43,17 +52,30 @@ impl TrajectoryFile {
             path: path.to_path_buf(),
             root: Doc::new(None, tools),
             failed: false,
+            written: None,
+            dirty: false,
         }
     }
 
-    /// Takes one event into the trajectory; writes the file when it changed.
+    /// Takes one event into the trajectory; writes the file when it changed and a write
+    /// is due.
     pub fn event(&mut self, event: &SessionEvent) {
-        if self.root.apply(event) {
+        self.dirty |= self.root.apply(event);
+        let now = matches!(
+            event.kind,
+            EventKind::ToolCallStart { .. }
+                | EventKind::ProcessingEnd { .. }
+                | EventKind::SessionEnd { .. }
+        );
+        let due = self.written.is_none_or(|at| at.elapsed() >= EVERY);
+        if self.dirty && (now || due) {
             self.write();
         }
     }
 
     fn write(&mut self) {
+        self.dirty = false;
+        self.written = Some(Instant::now());
         let text = self.root.to_json().to_string();
         if let Err(err) = replace(&self.path, text.as_bytes()) {
             if !self.failed {
@@ -74,8 +96,8 @@ fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .map_or_else(|| "trajectory".into(), |n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let mut file = std::fs::File::create(&tmp)?;
+    // No fsync: a killed process loses nothing the kernel has; the rename is atomic.
     file.write_all(bytes)?;
-    file.sync_data()?;
     drop(file);
     std::fs::rename(&tmp, path)
 }
