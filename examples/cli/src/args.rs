@@ -99,6 +99,12 @@ OPTIONS:
     --json                  print one JSON object per session event on stdout, nothing else
     --transcript PATH       save the session as JSON Lines in PATH (a new file); with
                             --resume, where the continued session is saved instead
+    --trajectory FILE       keep the run's ATIF trajectory (Harbor's format) in FILE,
+                            replaced whole as it grows: valid even if killed
+    --emit-patch FILE       at the end, write the work tree's changes since the start as a
+                            git patch (binary, new and deleted files; ignored files left out)
+    --predictions FILE      at the end, append the SWE-bench prediction line {instance_id,
+                            model_name_or_path, model_patch} (needs --instance-id ID)
     --resume PATH           continue the session saved in PATH (appending to it unless
                             --transcript names another file), with the provider, base
                             URL and model it recorded unless flags name others
@@ -136,10 +142,20 @@ MCP:
     -V, --version           print the version
 
 EXIT STATUS:
-    0 done, 1 error, 2 bad usage, 3 a turn, round or budget limit stopped the agent,
-    4 no final answer valid against --output-schema, 130 interrupted (Ctrl-C; a second Ctrl-C aborts at once),
-    143 ended by SIGTERM, 129 by SIGHUP (the running command is ended and the session
-    closed, as for an abort)
+    0   done: the agent finished its input
+    1   another error (local I/O, a closed stdout, a tool environment that cannot start)
+    2   bad usage or configuration, found before anything started (a missing key too)
+    3   a turn, round or budget limit stopped the agent
+    4   no final answer valid against --output-schema
+    5   the provider failed after the retries (network, timeout, overload, rate limit)
+    6   the provider refused the account for good (rejected key, no access, unknown
+        model or endpoint, no credit)
+    130 interrupted (Ctrl-C; a second Ctrl-C aborts at once), 143 ended by SIGTERM,
+        129 by SIGHUP (the running command is ended and the session closed, as for an
+        abort)
+    With --json the last line is {\"kind\":\"exit\",\"data\":{\"code\",\"reason\",
+    \"detail\",\"message\",\"usage\"}}: the status, its reason above in a word, the stop
+    reason or error kind, a sentence, and the session's tokens and cost when one ran.
 ";
 
 /// A provider the CLI can talk to.
@@ -250,6 +266,14 @@ pub struct Options {
     pub send_openai_key: bool,
     /// `--transcript`: where to save the session.
     pub transcript: Option<PathBuf>,
+    /// `--trajectory`: where to keep the run's ATIF trajectory.
+    pub trajectory: Option<PathBuf>,
+    /// `--emit-patch`: where to write the working tree's changes as a git patch.
+    pub emit_patch: Option<PathBuf>,
+    /// `--predictions`: the SWE-bench predictions file a line is appended to.
+    pub predictions: Option<PathBuf>,
+    /// `--instance-id`: the SWE-bench instance of the prediction line.
+    pub instance_id: Option<String>,
     /// `--resume`: the transcript to continue.
     pub resume: Option<PathBuf>,
     /// `--rewind`: the input to go back before.
@@ -409,6 +433,16 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             "--transcript" => {
                 options.transcript = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
+            "--trajectory" => {
+                options.trajectory = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--emit-patch" => {
+                options.emit_patch = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--predictions" => {
+                options.predictions = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
+            }
+            "--instance-id" => options.instance_id = Some(non_empty(&name, value("an id")?)?),
             "--hooks" => options.hooks = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
             "--mcp-config" => {
                 options.mcp_config = Some(PathBuf::from(non_empty(&name, value("a file")?)?))

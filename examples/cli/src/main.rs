@@ -41,10 +41,12 @@ mod acp;
 mod args;
 mod control;
 mod demo;
+mod exit;
 mod fast_start;
 mod hooks;
 mod keys;
 mod mcp;
+mod patch;
 mod remote;
 mod render;
 mod rewind;
@@ -52,6 +54,7 @@ mod sandbox;
 mod setup;
 mod signals;
 mod std_streams;
+mod trajectory;
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -75,13 +78,7 @@ use args::{ApproveMode, Command, Options};
 use render::{Human, Output};
 use signals::{CtrlC, Line, LineReader, Signal};
 
-/// Exit statuses (`agentloop --help` documents them).
-const EXIT_OK: i32 = 0;
-const EXIT_ERROR: i32 = 1;
-const EXIT_USAGE: i32 = 2;
-const EXIT_LIMIT: i32 = 3;
-const EXIT_NO_OUTPUT: i32 = 4;
-const EXIT_INTERRUPTED: i32 = 130;
+use exit::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_NO_OUTPUT, EXIT_OK, EXIT_USAGE};
 
 /// How often the live indicator is redrawn while no event arrives.
 const TICK: Duration = Duration::from_millis(100);
@@ -119,14 +116,23 @@ fn run_main() -> libc::c_int {
     } else {
         code
     };
+    if let Some(record) = exit::record(code) {
+        // The last line of `--json` output; nothing more to do if stdout is gone.
+        let mut out = io::stdout().lock();
+        let _ = out.write_all(record.as_bytes()).and_then(|()| out.flush());
+    }
     signals::restore_default();
     std::process::exit(code);
 }
 
 fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -> i32 {
     let var = |name: &str| keys.get(name).cloned().or_else(|| std::env::var(name).ok());
-    let options = match args::parse(std::env::args().skip(1)) {
-        Ok(Command::Run(options)) => *options,
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let options = match args::parse(arguments.iter().cloned()) {
+        Ok(Command::Run(options)) => {
+            exit::json_record(options.json);
+            *options
+        }
         Ok(Command::Mcp(options, action)) => return mcp::command(&options, &action, &var),
         Ok(Command::Acp(options)) => {
             let var = |name: &str| keys.get(name).cloned().or_else(|| std::env::var(name).ok());
@@ -136,7 +142,15 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         Ok(Command::Version) => {
             return print_or_fail(&format!("agentloop {}\n", env!("CARGO_PKG_VERSION")));
         }
-        Err(err) => return usage_error(&err.0),
+        Err(err) => {
+            // The flag the parser may not have reached still asks for the record.
+            let json = arguments
+                .iter()
+                .take_while(|a| *a != "--")
+                .any(|a| a == "--json");
+            exit::json_record(json);
+            return usage_error(&err.0);
+        }
     };
     let setup = match setup::resolve(&options, &var) {
         Ok(setup) => setup,
@@ -212,6 +226,11 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
              them with full access (contain it on the remote side)",
         );
     }
+    let baseline = match patch_baseline(&options, &setup.cwd, remote.is_some()) {
+        Ok(baseline) => baseline,
+        Err(err) => return usage_error(&err),
+    };
+    let model_label = format!("agentloop/{}", setup.profile.model);
     // Where the tools run, and how the header names it.
     let (env, mut place): (Arc<dyn ExecutionEnvironment>, String) = match remote {
         Some((env, header)) => (env, format!("{header} · no sandbox (remote)")),
@@ -272,6 +291,10 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
             return usage_error(&err);
         }
     }
+    let trajectory = options
+        .trajectory
+        .as_deref()
+        .map(|path| trajectory::TrajectoryFile::new(path, &setup.profile.tools()));
     let session = match start_session(
         &options,
         (&setup.cwd, mcp_tokens.as_deref()),
@@ -282,6 +305,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         Ok(session) => Arc::new(session),
         Err(err) => {
             say!("agentloop: {err}");
+            exit::because(err.kind().as_str(), &err.to_string());
             return EXIT_ERROR;
         }
     };
@@ -334,6 +358,8 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
         watch_failed: false,
         schema,
         answer: None,
+        error: None,
+        trajectory,
     };
     let code = match prompt {
         Some(prompt) => {
@@ -362,11 +388,63 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     } else {
         drop(session); // aborts and joins the worker
     }
+    let code = match &baseline {
+        Some(baseline) => emit_patch(&options, baseline, &model_label, code),
+        None => code,
+    };
     if code == EXIT_OK && setup.demo.as_ref().is_some_and(|d| !d.succeeded()) {
         say!("agentloop: the demo did not reach the expected result");
         return EXIT_ERROR;
     }
     code
+}
+
+/// `--emit-patch`, `--predictions`: the work tree as the run found it (`None` when neither
+/// is given); an error is bad usage.
+fn patch_baseline(
+    options: &Options,
+    cwd: &std::path::Path,
+    remote: bool,
+) -> Result<Option<patch::Baseline>, String> {
+    if options.predictions.is_some() != options.instance_id.is_some() {
+        return Err("--predictions and --instance-id go together".into());
+    }
+    if options.emit_patch.is_none() && options.predictions.is_none() {
+        return Ok(None);
+    }
+    if remote {
+        return Err(
+            "--emit-patch and --predictions read the local work tree, not --remote's".into(),
+        );
+    }
+    patch::Baseline::record(cwd).map(Some)
+}
+
+/// Writes the patch and the prediction line once the session has ended, whatever ended
+/// it (a harness wants the changes of a stopped run too); a failure to write is exit 1
+/// when the run had succeeded.
+fn emit_patch(options: &Options, baseline: &patch::Baseline, model: &str, code: i32) -> i32 {
+    let written = baseline.patch().and_then(|patch| {
+        if let Some(path) = &options.emit_patch {
+            patch::write_patch(path, &patch)?;
+        }
+        match (&options.predictions, &options.instance_id) {
+            (Some(path), Some(id)) => patch::append_prediction(path, id, model, &patch),
+            _ => Ok(()),
+        }
+    });
+    match written {
+        Ok(()) => code,
+        Err(err) => {
+            say!("agentloop: {err}");
+            if code == EXIT_OK {
+                exit::because("io", &err);
+                EXIT_ERROR
+            } else {
+                code
+            }
+        }
+    }
 }
 
 /// Prints `text` on stdout; a closed stdout or a full disk is a one-line error.
@@ -391,16 +469,20 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn usage_error(message: &str) -> i32 {
+    exit::because("usage", message);
     say!("agentloop: {message}");
     say!("run `agentloop --help` for the options");
     EXIT_USAGE
 }
 
 impl Run<'_> {
-    /// The exit status of a run of one prompt.
+    /// The exit status of a run of one prompt (its reason recorded for the `exit` record).
     fn one_shot_status(&self) -> i32 {
-        if self.output_failed || self.closed_by_error {
+        if self.output_failed {
             return EXIT_ERROR;
+        }
+        if self.closed_by_error {
+            return self.error_status();
         }
         if self.control.pressed() {
             return EXIT_INTERRUPTED;
@@ -408,17 +490,43 @@ impl Run<'_> {
         if self.schema.is_some() && self.answer.is_none() {
             return match self.last_stop {
                 Some(StopReason::Interrupted | StopReason::Aborted) => EXIT_INTERRUPTED,
-                Some(StopReason::Error) => EXIT_ERROR,
-                _ => EXIT_NO_OUTPUT,
+                Some(StopReason::Error) => self.error_status(),
+                _ => {
+                    exit::because(
+                        "structured_output_failed",
+                        "no final answer valid against --output-schema",
+                    );
+                    EXIT_NO_OUTPUT
+                }
             };
         }
         match self.last_stop {
             None | Some(StopReason::Completed) => EXIT_OK,
-            Some(StopReason::TurnLimit | StopReason::RoundLimit | StopReason::BudgetExhausted) => {
+            Some(
+                stop @ (StopReason::TurnLimit
+                | StopReason::RoundLimit
+                | StopReason::BudgetExhausted),
+            ) => {
+                let word = serde_json::to_value(stop).unwrap_or_default();
+                let word = word.as_str().unwrap_or("limit");
+                exit::because(word, &format!("the agent stopped at a limit ({word})"));
                 EXIT_LIMIT
             }
             Some(StopReason::Interrupted | StopReason::Aborted) => EXIT_INTERRUPTED,
+            Some(StopReason::Error) => self.error_status(),
             Some(_) => EXIT_ERROR,
+        }
+    }
+
+    /// The status of a run an error ended: the provider's failure or refusal by the last
+    /// error event's kind, else 1.
+    fn error_status(&self) -> i32 {
+        match &self.error {
+            Some((kind, message)) => {
+                exit::because(kind, message);
+                exit::for_error_kind(kind)
+            }
+            None => EXIT_ERROR,
         }
     }
 }
@@ -621,6 +729,10 @@ struct Run<'a> {
     schema: Option<Value>,
     /// The final answer's value, once an input ended with one.
     answer: Option<Value>,
+    /// The last error event's kind and message.
+    error: Option<(String, String)>,
+    /// `--trajectory`: the ATIF file, fed every event.
+    trajectory: Option<trajectory::TrajectoryFile>,
 }
 
 impl Run<'_> {
@@ -720,6 +832,23 @@ impl Run<'_> {
     /// Shows one event (and answers it, for an approval request).
     fn show(&mut self, event: &SessionEvent) {
         self.ended |= matches!(event.kind, EventKind::SessionEnd { .. });
+        if let Some(trajectory) = &mut self.trajectory {
+            trajectory.event(event);
+        }
+        if let EventKind::SessionEnd {
+            usage, cost_usd, ..
+        } = &event.kind
+        {
+            exit::totals(usage, *cost_usd);
+        }
+        if let EventKind::Error {
+            message,
+            error_kind,
+            ..
+        } = &event.kind
+        {
+            self.error = Some((error_kind.clone(), message.clone()));
+        }
         if !self.output_failed {
             if let Err(err) = self.output.event(event) {
                 // Nobody reads stdout any more (or the disk is full): stop the agent
@@ -830,8 +959,10 @@ impl Run<'_> {
     }
 
     fn closed_status(&self) -> i32 {
-        if self.output_failed || self.closed_by_error {
+        if self.output_failed {
             EXIT_ERROR
+        } else if self.closed_by_error {
+            self.error_status()
         } else {
             EXIT_OK
         }

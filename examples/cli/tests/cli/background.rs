@@ -163,7 +163,8 @@ fn ends_everything_on(signal: i32, status: i32) {
         .iter()
         .position(|k| *k == "session_end")
         .expect("session_end");
-    assert_eq!(end, kinds.len() - 1, "{kinds:?}");
+    assert_eq!(end, kinds.len() - 2, "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"exit"), "{kinds:?}");
     let exit = events
         .iter()
         .find(|e| e["kind"] == "background_exit")

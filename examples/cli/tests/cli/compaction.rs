@@ -10,9 +10,9 @@ use crate::{agentloop, run_command};
 use support::turns::{anthropic_sse, function};
 use support::{FAKE_KEY, Reply, Server};
 
-const ROUNDS: usize = 60;
+pub(crate) const ROUNDS: usize = 60;
 
-fn server() -> Server {
+pub(crate) fn server() -> Server {
     let mut replies: Vec<Reply> = (0..ROUNDS)
         .map(|n| {
             Reply::sse(anthropic_sse(

@@ -177,7 +177,7 @@ fn a_tool_call_budget_stops_the_run_with_status_3_and_the_figures_in_json() {
         .unwrap();
     assert_eq!(end["data"]["stop_reason"], "budget_exhausted");
     assert_eq!(end["data"]["tool_calls"], 1);
-    let session_end = events.last().unwrap();
+    let session_end = events.iter().find(|e| e["kind"] == "session_end").unwrap();
     assert_eq!(session_end["data"]["tool_calls"], 1);
 }
 

@@ -399,7 +399,8 @@ fn https_to_a_plain_http_server_says_to_use_http() {
     let server = Server::start(vec![Reply::sse(Wire::OpenAiChat.turn("done", &[]))]);
     let base = format!("{}/v1", server.url()).replacen("http://", "https://", 1);
     let ran = against(&base, "m");
-    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    // A provider that cannot be reached: exit 5.
+    assert_eq!(ran.status, Some(5), "{}", ran.all_output());
     assert!(ran.stderr.contains(&base), "the URL tried: {}", ran.stderr);
     assert!(
         ran.stderr.contains("use an `http://` URL"),
@@ -413,7 +414,8 @@ fn a_404_on_a_base_url_without_v1_names_the_url_and_suggests_v1() {
     // llama.cpp's answer to an unknown path.
     let server = Server::start(vec![Reply::body(404, "text/plain", "File Not Found")]);
     let ran = against(&server.url(), "m");
-    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    // An endpoint the provider does not know: refused for good, exit 6.
+    assert_eq!(ran.status, Some(6), "{}", ran.all_output());
     let tried = format!("{}/chat/completions", server.url());
     assert!(ran.stderr.contains(&tried), "the URL tried: {}", ran.stderr);
     let fix = format!("did you mean `{}/v1`?", server.url());
@@ -427,7 +429,8 @@ fn a_404_for_a_missing_model_is_not_retried_and_names_the_model() {
     let body = r#"{"error":{"message":"model \"qwen9\" not found, try pulling it first","type":"api_error"}}"#;
     let server = Server::start(vec![Reply::json(404, body); 4]);
     let ran = against(&format!("{}/v1", server.url()), "qwen9");
-    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    // An unknown model: refused for good, exit 6.
+    assert_eq!(ran.status, Some(6), "{}", ran.all_output());
     assert_eq!(server.requests().len(), 1, "retried: {}", ran.stderr);
     assert!(
         ran.stderr.contains("may not have the model `qwen9`"),
@@ -476,7 +479,8 @@ fn a_failed_run_of_a_model_without_a_price_says_no_price() {
     let body = r#"{"error":{"message":"bad request","type":"invalid_request_error"}}"#;
     let server = Server::start(vec![Reply::json(400, body)]);
     let ran = against(&format!("{}/v1", server.url()), "local-model");
-    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    // A request the provider refuses: a provider failure, exit 5.
+    assert_eq!(ran.status, Some(5), "{}", ran.all_output());
     let footer = ran
         .stdout
         .lines()

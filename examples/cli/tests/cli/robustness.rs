@@ -239,7 +239,21 @@ fn ends_like_an_abort_on(signal: i32, expected_status: i32) {
         .iter()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(kinds(&events).last(), Some(&"session_end"), "{lines:#?}");
+    // `session_end`, then the exit record naming the signal's status.
+    assert_eq!(
+        kinds(&events)[events.len() - 2],
+        "session_end",
+        "{lines:#?}"
+    );
+    let record = events.last().unwrap();
+    assert_eq!(record["kind"], "exit", "{lines:#?}");
+    assert_eq!(record["data"]["code"], expected_status);
+    let reason = match expected_status {
+        130 => "interrupted",
+        143 => "terminated",
+        _ => "hangup",
+    };
+    assert_eq!(record["data"]["reason"], reason);
     // The command's process is gone (not re-parented and left running).
     let deadline = Instant::now() + GENEROUS;
     while Path::new(&format!("/proc/{sleeper}")).exists() {
@@ -258,6 +272,11 @@ fn ends_like_an_abort_on(signal: i32, expected_status: i32) {
 #[test]
 fn sigterm_during_a_command_ends_its_group_writes_session_end_and_exits_143() {
     ends_like_an_abort_on(libc::SIGTERM, 143);
+}
+
+#[test]
+fn sigint_during_a_command_of_one_prompt_ends_its_group_and_exits_130() {
+    ends_like_an_abort_on(libc::SIGINT, 130);
 }
 
 #[test]
@@ -362,7 +381,14 @@ fn approve_ask_without_a_terminal_is_refused_before_anything_starts() {
     }
     let ran = run_command(command, "");
     assert_eq!(ran.status, Some(2), "{}", ran.all_output());
-    assert!(ran.stdout.is_empty(), "something started: {}", ran.stdout);
+    // Nothing started: stdout holds the exit record alone.
+    let events = ran.events();
+    assert_eq!(
+        kinds(&events),
+        ["exit"],
+        "something started: {}",
+        ran.stdout
+    );
     assert!(
         ran.stderr.contains("--approve ask needs a terminal"),
         "{}",
@@ -513,9 +539,12 @@ fn a_signal_in_the_first_milliseconds_still_ends_the_cli_cleanly() {
             None => assert_eq!(output.status.signal(), Some(signal)),
         }
         if stdout.contains("\"session_start\"") {
-            let last = stdout.lines().last().unwrap_or("");
+            // `session_end`, then the exit record.
+            let lines: Vec<&str> = stdout.lines().collect();
+            let end = lines.len().saturating_sub(2);
             assert!(
-                last.contains("\"session_end\""),
+                lines[end].contains("\"session_end\"")
+                    && lines.last().unwrap().contains("\"kind\":\"exit\""),
                 "{signal} after {delay_ms} ms: {stdout}"
             );
         }
@@ -567,12 +596,12 @@ fn the_signal_watcher_starts_while_the_model_has_not_answered_and_acts_on_sigter
     let output = exit_within("the agent after SIGTERM", move || child.wait_with_output());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(143), "{stdout}");
+    // `session_end`, then the exit record.
+    let lines: Vec<&str> = stdout.lines().collect();
     assert!(
-        stdout
-            .lines()
-            .last()
-            .unwrap_or("")
-            .contains("\"session_end\""),
+        lines.len() >= 2
+            && lines[lines.len() - 2].contains("\"session_end\"")
+            && lines[lines.len() - 1].contains("\"reason\":\"terminated\""),
         "{stdout}"
     );
 }
@@ -593,7 +622,8 @@ fn with_stdin_and_stderr_closed_the_demo_still_runs_to_its_end() {
     let ran = run_command(command, "");
     assert_eq!(ran.status, Some(0), "{}", ran.all_output());
     let events = ran.events();
-    assert_eq!(kinds(&events).last().copied(), Some("session_end"));
+    assert_eq!(kinds(&events).last().copied(), Some("exit"));
+    assert_eq!(kinds(&events)[events.len() - 2], "session_end");
     assert!(
         ran.stdout.contains("\"stop_reason\":\"completed\""),
         "{}",

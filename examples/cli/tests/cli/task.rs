@@ -61,7 +61,10 @@ fn the_offline_demo_follows_the_openai_profile_with_apply_patch() {
 fn json_output_is_one_event_per_line_from_session_start_to_session_end_with_paired_tool_calls() {
     let ran = run_agent(&["--json"], &[], "");
     assert_eq!(ran.status, Some(0), "{}", ran.all_output());
-    let events = ran.events();
+    let mut events = ran.events();
+    // After the session's events, the CLI's exit record.
+    let record = events.pop().unwrap();
+    assert_eq!(record["kind"], "exit", "{record}");
     let kinds = kinds(&events);
     assert_eq!(kinds.first(), Some(&"session_start"));
     assert_eq!(kinds.last(), Some(&"session_end"));
@@ -104,7 +107,7 @@ fn kinds_position(events: &[Value], kind: &str, call_id: &str) -> usize {
 
 /// The three-round task: a shell command writes a file, `read_file` reads it, the model
 /// answers "done".
-fn three_round_replies(wire: Wire) -> Vec<Reply> {
+pub(crate) fn three_round_replies(wire: Wire) -> Vec<Reply> {
     vec![
         Reply::sse(wire.turn(
             "",
@@ -317,7 +320,8 @@ fn a_round_limit_exits_with_status_3() {
     let events = ran.events();
     let limit = events.iter().find(|e| e["kind"] == "turn_limit").unwrap();
     assert_eq!(limit["data"]["round"], 1);
-    assert_eq!(kinds(&events).last(), Some(&"session_end"));
+    assert_eq!(kinds(&events).last(), Some(&"exit"));
+    assert_eq!(kinds(&events)[events.len() - 2], "session_end");
 }
 
 #[test]
@@ -407,7 +411,8 @@ fn ctrl_c_during_a_command_kills_it_shuts_down_and_exits_130() {
         .find(|e| e["kind"] == "processing_end")
         .unwrap();
     assert_eq!(processing_end["data"]["stop_reason"], "interrupted");
-    assert_eq!(kinds(&events).last(), Some(&"session_end"));
+    assert_eq!(kinds(&events).last(), Some(&"exit"));
+    assert_eq!(kinds(&events)[events.len() - 2], "session_end");
     // Only one request: the interrupted input did not go back to the model.
     assert_eq!(server.requests().len(), 1);
 }
