@@ -790,6 +790,21 @@ fn the_transcript_records_starts_exits_and_reads_and_a_resumed_session_knows_the
     let mut h = harness(local, turns, config).unwrap();
     h.session.submit("start").unwrap();
     collect_input(&mut h.events);
+    // The first process's exit is recorded by its waiting thread as it exits, which may
+    // come a moment after the input ends: wait (bounded) for that record.
+    let deadline = std::time::Instant::now() + support::GENEROUS;
+    let exit_recorded = |text: &str| {
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|r| r["type"] == "background" && r["event"] == "exit" && r["id"] == 1)
+    };
+    while !exit_recorded(&std::fs::read_to_string(&path).unwrap()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no exit record for process 1"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // The session dies without closing (its process is killed by the drop, but the
     // transcript stops first, as in a crash): keep only what was written so far.
     let written = std::fs::read_to_string(&path).unwrap();
