@@ -771,12 +771,14 @@ fn a_flood_stays_within_the_sessions_buffer_with_the_dropped_middle_marked() {
 fn the_transcript_records_starts_exits_and_reads_and_a_resumed_session_knows_they_are_gone() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("session.jsonl");
+    // One start per round: two calls of one round start in parallel, so which got id 1
+    // would be up to the scheduler.
     let turns = vec![
         ScriptedTurn::tool_call(
             "shell",
             json!({"command": "exit 4", "run_in_background": true}),
-        )
-        .with_tool_call(
+        ),
+        ScriptedTurn::tool_call(
             "shell",
             json!({"command": "sleep 300", "run_in_background": true}),
         ),
