@@ -162,13 +162,6 @@ impl ModeState {
         self.mode = mode;
     }
 
-    /// Switches `profile` to `model` (`Session::set_model`), when one was set.
-    pub(crate) fn set_model(&self, model: Option<String>, profile: &mut ProviderProfile) {
-        if let Some(model) = model {
-            *profile = std::mem::replace(profile, ProviderProfile::new("", "")).with_model(model);
-        }
-    }
-
     /// After the profile was replaced (a fallback model): withdraws the mode's tools from
     /// the new profile, which are the ones given back when the mode changes.
     pub(crate) fn withdraw_from(&mut self, profile: &mut ProviderProfile) {

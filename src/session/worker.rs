@@ -528,9 +528,11 @@ impl Worker {
     /// the model (`Session::set_model`).
     fn apply_mode_and_model(&mut self) {
         let mode = *lock(&self.shared.mode);
-        let model = lock(&self.shared.model).take();
         self.mode.apply(mode, &mut self.profile, &self.env);
-        self.mode.set_model(model, &mut self.profile);
+        if let Some(model) = lock(&self.shared.model).take() {
+            self.profile = std::mem::replace(&mut self.profile, ProviderProfile::new("", ""))
+                .with_model(model);
+        }
     }
 
     /// The end of every input: answer open calls, leave the processing state, emit
