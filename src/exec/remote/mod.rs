@@ -1,6 +1,7 @@
 //! Tools on another machine: [`RemoteExecutionEnvironment`] talks to an exec-server over
 //! any child process's stdin/stdout ([`Transport`]: `ssh`, `podman exec -i`, `docker exec
-//! -i`, `kubectl exec -i`, or the server itself), and [`RemoteExecutionEnvironment::serve_stdio`] is the server.
+//! -i`, `kubectl exec -i` — [`Transport::container`] and the `podman://`, `docker://`,
+//! `kubectl://` URLs — or the server itself), and [`RemoteExecutionEnvironment::serve_stdio`] is the server.
 //!
 //! The protocol is specified in one place, the `protocol` module's source
 //! (`src/exec/remote/protocol.rs`). The transport is started only through `StdioChild`
@@ -11,6 +12,7 @@
 mod background;
 mod codec;
 mod connection;
+mod container;
 pub mod protocol;
 mod serve_background;
 mod server;
@@ -35,6 +37,7 @@ use super::process::child::StdioChildSpec;
 use super::{EnvPolicy, LocalExecutionEnvironment};
 use crate::base64::encode as encode_base64;
 
+pub use container::{ContainerKind, ContainerOptions};
 pub use server::SERVER_NAME;
 
 /// The exec-server command a transport runs when none is given.

@@ -10,6 +10,7 @@
 //! that nothing is left running there.
 
 mod background;
+mod containers;
 mod faults;
 mod hostile;
 mod session;

@@ -1,0 +1,142 @@
+//! Real podman containers for tests and the bench: the local test image
+//! (`localhost/agentloop-test`, built from this machine's bash and coreutils by
+//! `.ci/container-image`; it holds no exec-server), run with `--runtime runc` and the
+//! rlimits this machine allows, removed (`rm -f -t 0`) on drop. Without podman a test
+//! skips with a printed reason, or fails under `AGENTLOOP_CI=1`.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The test image's name.
+pub const IMAGE: &str = "localhost/agentloop-test:latest";
+
+/// Where the test containers see a mounted exec-server.
+pub const SERVER_IN_CONTAINER: &str = "/opt/agentloop/agentloop-exec-server";
+
+/// `podman ARGS`, its output (stdin closed).
+pub fn podman(args: &[&str]) -> Output {
+    Command::new("podman")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("podman runs")
+}
+
+/// Builds the image once per process; the reason when podman or the image is unusable.
+fn image() -> Result<(), String> {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if Command::new("podman").arg("--version").output().is_err() {
+                return Err("podman is not installed (apt-get install podman runc)".into());
+            }
+            let script = crate::repo_root().join(".ci/container-image");
+            let built = Command::new("bash")
+                .arg(&script)
+                .output()
+                .map_err(|e| format!("{}: {e}", script.display()))?;
+            if !built.status.success() {
+                return Err(format!(
+                    "{} failed: {}",
+                    script.display(),
+                    String::from_utf8_lossy(&built.stderr)
+                ));
+            }
+            Ok(())
+        })
+        .clone()
+}
+
+/// A running container of the test image, removed on drop.
+#[derive(Debug)]
+pub struct Container {
+    pub name: String,
+}
+
+impl Container {
+    /// Starts one with `options` added to `podman run` (mounts, `--pid host`); `None`
+    /// (with a printed reason) when podman is missing, outside CI.
+    pub fn start(options: &[&str]) -> Option<Container> {
+        if let Err(reason) = image() {
+            assert!(
+                std::env::var("AGENTLOOP_CI").as_deref() != Ok("1"),
+                "AGENTLOOP_CI=1 and {reason}"
+            );
+            eprintln!("skipped: {reason}");
+            return None;
+        }
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "agentloop-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut args = vec![
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "--runtime",
+            "runc",
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "nproc=1000:1000",
+        ];
+        args.extend_from_slice(options);
+        args.push(IMAGE);
+        let started = podman(&args);
+        assert!(
+            started.status.success(),
+            "podman run failed: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+        Some(Container { name })
+    }
+
+    /// Starts one with `server` mounted read-only at [`SERVER_IN_CONTAINER`] and
+    /// `options` added.
+    pub fn with_server(server: &Path, options: &[&str]) -> Option<Container> {
+        let mount = format!("{}:{SERVER_IN_CONTAINER}:ro", server.display());
+        let mut all = vec!["-v", &mount];
+        all.extend_from_slice(options);
+        Container::start(&all)
+    }
+
+    /// `podman exec NAME sh -c SCRIPT`: its stdout (panics when it fails).
+    pub fn sh(&self, script: &str) -> String {
+        let ran = podman(&["exec", &self.name, "sh", "-c", script]);
+        assert!(
+            ran.status.success(),
+            "`{script}` failed in {}: {}",
+            self.name,
+            String::from_utf8_lossy(&ran.stderr)
+        );
+        String::from_utf8_lossy(&ran.stdout).into_owned()
+    }
+
+    /// The container's processes other than its init (`sleep infinity`), as `podman
+    /// top` lists them: `pid args` lines.
+    pub fn processes(&self) -> Vec<String> {
+        let top = podman(&["top", &self.name, "pid", "args"]);
+        assert!(
+            top.status.success(),
+            "podman top failed: {}",
+            String::from_utf8_lossy(&top.stderr)
+        );
+        String::from_utf8_lossy(&top.stdout)
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|l| !l.ends_with("sleep infinity"))
+            .collect()
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = podman(&["rm", "-f", "-t", "0", &self.name]);
+    }
+}
