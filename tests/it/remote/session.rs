@@ -1,5 +1,5 @@
 //! A session whose tools run through RemoteExecutionEnvironment: the three-round task
-//! (shell writes a file, read_file reads it, the model says done) over both transports,
+//! (shell writes a file, read_file reads it, the model says done) over each transport,
 //! and a transport killed mid-command: the call ends in an error result the model sees,
 //! the session lives on, and the next call reconnects.
 
@@ -56,6 +56,7 @@ fn three_round_task(via: Via) {
         dir,
         server_pid,
         sshd: _sshd,
+        container: _container,
     } = f;
     let env = Arc::new(env);
     let (session, model) = session(
@@ -98,6 +99,11 @@ fn ssh_the_three_round_task_completes() {
     three_round_task(Via::Ssh);
 }
 
+#[test]
+fn podman_the_three_round_task_completes() {
+    three_round_task(Via::Podman);
+}
+
 /// Kills the transport child while a command sleeps; the session reports an error result,
 /// goes on, and its next command reconnects.
 fn transport_killed_mid_command(via: Via) {
@@ -107,6 +113,7 @@ fn transport_killed_mid_command(via: Via) {
         dir: _dir,
         server_pid,
         sshd: _sshd,
+        container: _container,
     } = f;
     let env = Arc::new(env);
     let (session, model) = session(
@@ -152,7 +159,7 @@ fn transport_killed_mid_command(via: Via) {
             pids.iter().for_each(|p| assert_gone(*p));
         }
         // The server itself was killed (SIGKILL, no chance to clean up): documented.
-        Via::Stdio => assert!(!running(server_pid)),
+        Via::Stdio | Via::Podman => assert!(!running(server_pid)),
     }
     let outcome = session.run("again").unwrap();
     assert_eq!(outcome.text, "back");
