@@ -4,7 +4,7 @@
 //! rlimits this machine allows, removed (`rm -f -t 0`) on drop. Without podman a test
 //! skips with a printed reason, or fails under `AGENTLOOP_CI=1`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -14,6 +14,34 @@ pub const IMAGE: &str = "localhost/agentloop-test:latest";
 
 /// Where the test containers see a mounted exec-server.
 pub const SERVER_IN_CONTAINER: &str = "/opt/agentloop/agentloop-exec-server";
+
+/// The exec-server without its debug sections (about a tenth of the debug build), beside
+/// it in the target directory, made again when the build is newer: what a release would
+/// copy into a container, to keep the tests' uploads short.
+pub fn stripped_server() -> PathBuf {
+    static MADE: OnceLock<PathBuf> = OnceLock::new();
+    MADE.get_or_init(|| {
+        let server = crate::programs::exec_server();
+        let out = server.with_file_name("agentloop-exec-server.stripped");
+        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        if modified(&out).is_some() && modified(&out) >= modified(&server) {
+            return out;
+        }
+        // Another test process may be making it too: each writes its own, then renames.
+        let part = out.with_extension(format!("part-{}", std::process::id()));
+        let stripped = Command::new("strip")
+            .arg("-o")
+            .arg(&part)
+            .arg(&server)
+            .status();
+        if !stripped.is_ok_and(|s| s.success()) {
+            std::fs::copy(&server, &part).expect("copy the exec-server");
+        }
+        std::fs::rename(&part, &out).expect("rename the stripped exec-server");
+        out
+    })
+    .clone()
+}
 
 /// `podman ARGS`, its output (stdin closed).
 pub fn podman(args: &[&str]) -> Output {

@@ -24,6 +24,9 @@ pub fn environment(options: &Options) -> Result<Option<Remote>, String> {
             let mut container = ContainerOptions::new();
             container.runtime = options.remote_runtime.clone();
             container.extra_args = options.remote_args.clone();
+            if server.is_none() {
+                container.bootstrap = sibling_server();
+            }
             Transport::parse_container_url(url, &container, server).map_err(|e| {
                 let schemes = ["podman://", "docker://", "kubectl://"];
                 if schemes.iter().any(|scheme| url.starts_with(scheme)) {
@@ -43,4 +46,12 @@ pub fn environment(options: &Options) -> Result<Option<Remote>, String> {
         .map_err(|e| format!("cannot reach the remote exec-server: {e}"))?;
     let header = format!("{} {}", env.label(), env.working_directory().display());
     Ok(Some((Arc::new(env), header)))
+}
+
+/// The `agentloop-exec-server` installed beside this program, which a container URL
+/// copies in when the container has no copy of it (`--remote-server` names one instead).
+fn sibling_server() -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let server = exe.with_file_name("agentloop-exec-server");
+    server.is_file().then_some(server)
 }

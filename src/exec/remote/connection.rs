@@ -18,6 +18,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 
 use super::RemoteError;
+use super::bootstrap::Bootstrap;
 use super::protocol::{self, Line, MAX_LINE};
 use crate::base64::decode as decode_base64;
 use crate::exec::process::child::{StdioChild, StdioChildSpec};
@@ -65,17 +66,47 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// Starts the transport and its reader thread (no handshake yet).
-    pub(crate) fn open(spec: &StdioChildSpec<'_>, label: &str) -> Result<Connection, RemoteError> {
+    /// Starts the transport, runs the bootstrap exchange when there is one (waiting up to
+    /// the given time for each answer), and starts the reader thread (no handshake yet).
+    pub(crate) fn open(
+        spec: &StdioChildSpec<'_>,
+        label: &str,
+        bootstrap: Option<(&Bootstrap, Duration)>,
+    ) -> Result<Connection, RemoteError> {
         let mut child = StdioChild::spawn(spec).map_err(|e| RemoteError::Spawn {
             transport: label.to_string(),
             detail: e.to_string(),
         })?;
-        let stdin = child.take_stdin();
+        let mut stdin = child.take_stdin();
         let stdout = child.take_stdout().ok_or_else(|| RemoteError::Spawn {
             transport: label.to_string(),
             detail: "no stdout pipe".to_string(),
         })?;
+        let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
+        if let Some(((bootstrap, wait), pipe)) =
+            bootstrap.zip(stdin.take_if(|_| bootstrap.is_some()))
+        {
+            let mut end = || {
+                child.terminate(ABANDON_GRACE);
+            };
+            match bootstrap.run(pipe, &mut stdout, wait, label, &mut end) {
+                Ok(pipe) => stdin = Some(pipe),
+                Err(RemoteError::Bootstrap { transport, detail }) => {
+                    child.terminate(ABANDON_GRACE);
+                    let said = child.stderr_tail();
+                    let said = said.trim();
+                    return Err(RemoteError::Bootstrap {
+                        transport,
+                        detail: if said.is_empty() {
+                            detail
+                        } else {
+                            format!("{detail}; the transport said: {said}")
+                        },
+                    });
+                }
+                Err(other) => return Err(other),
+            }
+        }
         let pending = Arc::new(Mutex::new(Pending::default()));
         let shared = Arc::clone(&pending);
         let name = label.to_string();
@@ -85,7 +116,7 @@ impl Connection {
             .name("agentloop-remote-reader".to_string())
             .stack_size(256 * 1024)
             .spawn(move || {
-                let reason = read_loop(BufReader::with_capacity(64 * 1024, stdout), &shared, &name);
+                let reason = read_loop(stdout, &shared, &name);
                 // A server that broke the protocol (a line over the cap, not JSON) is not
                 // left writing: its group is ended now, not when the next call notices.
                 if matches!(
@@ -423,7 +454,7 @@ mod tests {
             env: &env,
             name: "test-transport",
         };
-        let connection = Connection::open(&spec, "test-transport").unwrap();
+        let connection = Connection::open(&spec, "test-transport", None).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while !connection.is_closed() && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(1));

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::bootstrap::{Bootstrap, DEFAULT_DIR};
 use super::{DEFAULT_SERVER_COMMAND, Transport};
 
 /// Which container runtime a [`Transport::container`] goes through.
@@ -54,6 +55,13 @@ pub struct ContainerOptions {
     pub namespace: Option<String>,
     /// kubectl's container inside the pod (`-c`).
     pub container: Option<String>,
+    /// An exec-server binary (static, built for the target) to copy in when the target
+    /// has no copy of this same build: checksummed, placed in
+    /// [`bootstrap_dir`](Self::bootstrap_dir), reused by later connections. The server
+    /// command is then not used; the target needs `sh` and coreutils.
+    pub bootstrap: Option<PathBuf>,
+    /// Where the copy goes (`/tmp/agentloop` unless set); it must be writable.
+    pub bootstrap_dir: Option<String>,
 }
 
 impl ContainerOptions {
@@ -76,11 +84,21 @@ impl Transport {
         server_command: Option<&str>,
     ) -> io::Result<Transport> {
         check_name(kind, "container", target)?;
-        let server: Vec<String> = server_command
-            .unwrap_or(DEFAULT_SERVER_COMMAND)
-            .split_whitespace()
-            .map(str::to_string)
-            .collect();
+        let bootstrap = options
+            .bootstrap
+            .as_deref()
+            .map(Bootstrap::new)
+            .transpose()?;
+        let server: Vec<String> = match &bootstrap {
+            Some(bootstrap) => {
+                bootstrap.argv(options.bootstrap_dir.as_deref().unwrap_or(DEFAULT_DIR))
+            }
+            None => server_command
+                .unwrap_or(DEFAULT_SERVER_COMMAND)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect(),
+        };
         if server.is_empty() {
             return Err(invalid(kind, "the server command is empty".to_string()));
         }
@@ -146,6 +164,7 @@ impl Transport {
         // Looked up on the PATH the transport process gets (this process's, filtered).
         let found = resolve_runtime(kind, runtime, transport.env.get("PATH"))?;
         transport.argv[0] = found.to_string_lossy().into_owned();
+        transport.bootstrap = bootstrap;
         Ok(transport)
     }
 

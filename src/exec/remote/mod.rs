@@ -10,6 +10,7 @@
 //! working directory come from the server's `hello`.
 
 mod background;
+mod bootstrap;
 mod codec;
 mod connection;
 mod container;
@@ -107,6 +108,13 @@ pub enum RemoteError {
         /// How long the call waited.
         waited: Duration,
     },
+    /// Copying the exec-server into the target or starting it there failed.
+    Bootstrap {
+        /// The transport, as its label shows it.
+        transport: String,
+        /// What failed (a target that cannot run the binary says its machine).
+        detail: String,
+    },
     /// The server refused a call (a protocol error code other than a failed operation).
     Refused {
         /// The method called.
@@ -126,7 +134,9 @@ impl RemoteError {
 
     fn kind(&self) -> io::ErrorKind {
         match self {
-            RemoteError::Spawn { .. } => io::ErrorKind::NotConnected,
+            RemoteError::Spawn { .. } | RemoteError::Bootstrap { .. } => {
+                io::ErrorKind::NotConnected
+            }
             RemoteError::Closed { .. } => io::ErrorKind::ConnectionAborted,
             RemoteError::Malformed { .. } | RemoteError::LineTooLong { .. } => {
                 io::ErrorKind::InvalidData
@@ -152,6 +162,9 @@ impl fmt::Display for RemoteError {
                 "the connection to the exec-server (`{transport}`) was lost: {detail}; what \
                  the call did on the remote side is unknown, the next call reconnects"
             ),
+            RemoteError::Bootstrap { transport, detail } => {
+                write!(f, "cannot place the exec-server in `{transport}`: {detail}")
+            }
             RemoteError::Malformed { detail } => {
                 write!(f, "the exec-server broke the protocol: {detail}")
             }
@@ -220,6 +233,8 @@ pub struct Transport {
     /// How long each connection waits for the server's `hello` answer
     /// ([`DEFAULT_HELLO_TIMEOUT`] unless set); the transport is ended when it passes.
     pub hello_timeout: Duration,
+    /// The exec-server binary copied in when the target has none of this build.
+    bootstrap: Option<bootstrap::Bootstrap>,
 }
 
 impl fmt::Debug for Transport {
@@ -248,6 +263,7 @@ impl Transport {
             env: env::filter(&base, &EnvPolicy::default()),
             label,
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
+            bootstrap: None,
         }
     }
 
@@ -507,7 +523,12 @@ fn handshake(
         env: &transport.env,
         name: "exec-server",
     };
-    let connection = Connection::open(&spec, &transport.label)?;
+    let bootstrap = transport.bootstrap.as_ref();
+    let connection = Connection::open(
+        &spec,
+        &transport.label,
+        bootstrap.map(|b| (b, transport.hello_timeout)),
+    )?;
     // A failed handshake leaves no command running: the transport is ended at once.
     let info = hello(&connection, transport, working_dir).inspect_err(|_| connection.abandon())?;
     Ok((connection, info))

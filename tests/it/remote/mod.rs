@@ -32,7 +32,7 @@ use agentloop::exec::remote::{
 use agentloop::exec::{CommandRequest, ExecutionEnvironment};
 
 use support::GENEROUS;
-use support::podman::{Container, SERVER_IN_CONTAINER};
+use support::podman::{Container, stripped_server};
 
 /// A secret the transport's environment carries; commands must never see it.
 pub const SECRET: &str = "sk-remote-test-0123456789abcdefghijklmnop";
@@ -49,7 +49,7 @@ pub enum Via {
     Stdio,
     /// `ssh` to the private sshd.
     Ssh,
-    /// `podman://` into a container of the test image, the exec-server mounted in. The
+    /// `podman://` into a container of the test image, the exec-server copied in. The
     /// container shares the host's pid namespace and sees the temp dir at the same path,
     /// so the suite's checks (`/proc`, the files) read what they read for the others.
     Podman,
@@ -116,23 +116,20 @@ pub fn stdio_transport() -> Transport {
 }
 
 /// A container sharing the host's pid namespace with `dir` mounted at its own path, and
-/// a `podman://` transport to it with a secret in the exec-server's environment.
+/// a `podman://` transport to it that copies the exec-server in (the image has none),
+/// with a secret in the exec-server's environment.
 pub fn podman_transport(dir: &Path) -> Option<(Transport, Container)> {
     let mount = format!("{0}:{0}", dir.display());
-    let container = Container::with_server(&server_binary(), &["--pid", "host", "-v", &mount])?;
+    let container = Container::start(&["--pid", "host", "-v", &mount])?;
     let mut options = ContainerOptions::new();
+    options.bootstrap = Some(stripped_server());
     options.env = BTreeMap::from([
         ("OPENAI_API_KEY".to_string(), SECRET.to_string()),
         ("VISIBLE_MARKER".to_string(), "plain-value".to_string()),
     ]);
-    let transport = Transport::container(
-        ContainerKind::Podman,
-        &container.name,
-        &options,
-        Some(SERVER_IN_CONTAINER),
-    )
-    .expect("podman is on PATH")
-    .with_env(base_env());
+    let transport = Transport::container(ContainerKind::Podman, &container.name, &options, None)
+        .expect("podman is on PATH and the exec-server readable")
+        .with_env(base_env());
     Some((transport, container))
 }
 

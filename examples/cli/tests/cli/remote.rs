@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use support::podman::{Container, SERVER_IN_CONTAINER};
+use support::podman::Container;
 use support::sshd::Sshd;
 
 use crate::{agentloop, exec_server, run_command};
@@ -137,20 +137,19 @@ fn a_missing_container_runtime_is_an_error_before_the_first_call() {
     assert!(server.requests().is_empty(), "the model was called");
 }
 
+/// The container has no exec-server: the CLI copies in the one installed beside it.
 #[test]
 fn the_agent_runs_its_tools_through_a_podman_url() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().display().to_string();
     let mount = format!("{dir}:{dir}");
-    let Some(container) = Container::with_server(&exec_server(), &["-v", &mount]) else {
+    let Some(container) = Container::start(&["-v", &mount]) else {
         return;
     };
     let server = Server::start(replies());
     let args = vec![
         "--remote".to_string(),
         format!("podman://{}{dir}", container.name),
-        "--remote-server".to_string(),
-        SERVER_IN_CONTAINER.to_string(),
     ];
     let ran = run_command(agent(&server, &args), "");
     let output = ran.all_output();
@@ -167,4 +166,6 @@ fn the_agent_runs_its_tools_through_a_podman_url() {
         "{:?}",
         container.processes()
     );
+    let placed = container.sh("ls /tmp/agentloop");
+    assert!(placed.starts_with("agentloop-exec-server-"), "{placed}");
 }
