@@ -145,10 +145,10 @@ impl Container {
         String::from_utf8_lossy(&ran.stdout).into_owned()
     }
 
-    /// The container's processes other than its init (`sleep infinity`), as `podman
-    /// top` lists them: `pid args` lines.
+    /// The container's live processes other than its init (`sleep infinity`), as `podman
+    /// top` lists them: `pid args` lines (zombies, which its init never reaps, left out).
     pub fn processes(&self) -> Vec<String> {
-        let top = podman(&["top", &self.name, "pid", "args"]);
+        let top = podman(&["top", &self.name, "pid", "state", "args"]);
         assert!(
             top.status.success(),
             "podman top failed: {}",
@@ -157,7 +157,11 @@ impl Container {
         String::from_utf8_lossy(&top.stdout)
             .lines()
             .skip(1)
-            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter_map(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                let (pid, state, args) = (words.first()?, words.get(1)?, words.get(2..)?);
+                (!state.starts_with('Z')).then(|| format!("{pid} {}", args.join(" ")))
+            })
             .filter(|l| !l.ends_with("sleep infinity"))
             .collect()
     }

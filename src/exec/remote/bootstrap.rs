@@ -153,7 +153,7 @@ fn answer(stdout: &mut BufReader<ChildStdout>, deadline: Instant) -> Result<Stri
         }
         let buf = stdout.fill_buf().map_err(|e| e.to_string())?;
         if buf.is_empty() {
-            return Err("the target closed the transport (is `sh` there?)".to_string());
+            return Err("the transport ended before the bootstrap script answered".to_string());
         }
         let (taken, done) = match buf.iter().position(|&b| b == b'\n') {
             Some(at) => (at + 1, true),

@@ -6,7 +6,7 @@
 //! call gets a [`RemoteError`] at once and the connection is dead for good; it never
 //! retries by itself (the environment reconnects on the next call).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufReader, Write};
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +63,9 @@ pub(crate) struct Connection {
     pending: Arc<Mutex<Pending>>,
     next_id: AtomicU64,
     reader: Option<thread::JoinHandle<()>>,
+    /// The runtime's status command and the environment to run it with, for a
+    /// container transport.
+    status: Option<(Vec<String>, BTreeMap<String, String>)>,
 }
 
 impl Connection {
@@ -72,6 +75,7 @@ impl Connection {
         spec: &StdioChildSpec<'_>,
         label: &str,
         bootstrap: Option<(&Bootstrap, Duration)>,
+        status: Option<Vec<String>>,
     ) -> Result<Connection, RemoteError> {
         let mut child = StdioChild::spawn(spec).map_err(|e| RemoteError::Spawn {
             transport: label.to_string(),
@@ -95,14 +99,12 @@ impl Connection {
                     child.terminate(ABANDON_GRACE);
                     let said = child.stderr_tail();
                     let said = said.trim();
-                    return Err(RemoteError::Bootstrap {
-                        transport,
-                        detail: if said.is_empty() {
-                            detail
-                        } else {
-                            format!("{detail}; the transport said: {said}")
-                        },
-                    });
+                    let detail = if said.is_empty() {
+                        detail
+                    } else {
+                        format!("{detail}; the transport said: {said}")
+                    };
+                    return Err(RemoteError::Bootstrap { transport, detail });
                 }
                 Err(other) => return Err(other),
             }
@@ -137,6 +139,7 @@ impl Connection {
             pending,
             next_id: AtomicU64::new(1),
             reader: Some(reader),
+            status: status.map(|argv| (argv, spec.env.clone())),
         })
     }
 
@@ -261,11 +264,19 @@ impl Connection {
             lock_child(&self.child).stderr_tail_after_exit(std::time::Duration::from_millis(250));
         let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
         let last = &lines[lines.len().saturating_sub(3)..];
-        if last.is_empty() {
+        let mut note = if last.is_empty() {
             String::new()
         } else {
             format!("; its stderr ends with: {}", last.join(" | "))
+        };
+        // A container runtime is asked what became of the target (stopped, removed,
+        // OOM-killed): `podman exec` itself often ends without a word.
+        if let Some((argv, env)) = &self.status
+            && let Some(state) = super::container::ask_runtime(argv, env)
+        {
+            note.push_str(&format!("; the runtime says the container is: {state}"));
         }
+        note
     }
 
     /// Forgets a call that no longer waits.
@@ -454,7 +465,7 @@ mod tests {
             env: &env,
             name: "test-transport",
         };
-        let connection = Connection::open(&spec, "test-transport", None).unwrap();
+        let connection = Connection::open(&spec, "test-transport", None, None).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while !connection.is_closed() && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(1));

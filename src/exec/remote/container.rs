@@ -5,11 +5,16 @@
 //! reads the container.
 
 use std::collections::BTreeMap;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::bootstrap::{Bootstrap, DEFAULT_DIR};
 use super::{DEFAULT_SERVER_COMMAND, Transport};
+use crate::exec::process::child::{StdioChild, StdioChildSpec, stdout_readable};
+
+/// How long a lost connection waits for the runtime to say what became of the target.
+const STATUS_WAIT: Duration = Duration::from_secs(5);
 
 /// Which container runtime a [`Transport::container`] goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,8 +168,10 @@ impl Transport {
         let mut transport = Transport::direct(argv).with_label(label);
         // Looked up on the PATH the transport process gets (this process's, filtered).
         let found = resolve_runtime(kind, runtime, transport.env.get("PATH"))?;
-        transport.argv[0] = found.to_string_lossy().into_owned();
+        let runtime = found.to_string_lossy().into_owned();
+        transport.argv[0] = runtime.clone();
         transport.bootstrap = bootstrap;
+        transport.status = Some(status_argv(kind, runtime, target, options));
         Ok(transport)
     }
 
@@ -224,6 +231,83 @@ impl Transport {
         let transport = Transport::container(kind, target, &options, server_command)?;
         Ok((transport, dir))
     }
+}
+
+/// The runtime's command that prints the target's state: `exited`, `running (OOM-killed)`,
+/// a pod's phase, or (on stderr) that there is no such container.
+fn status_argv(
+    kind: ContainerKind,
+    runtime: String,
+    target: &str,
+    options: &ContainerOptions,
+) -> Vec<String> {
+    let mut argv = vec![runtime];
+    match kind {
+        ContainerKind::Podman | ContainerKind::Docker => argv.extend([
+            "container".to_string(),
+            "inspect".to_string(),
+            "--format".to_string(),
+            "{{.State.Status}}{{if .State.OOMKilled}} (OOM-killed){{end}}".to_string(),
+            target.to_string(),
+        ]),
+        ContainerKind::Kubectl => {
+            if let Some(namespace) = &options.namespace {
+                argv.extend(["-n".to_string(), namespace.clone()]);
+            }
+            argv.extend([
+                "get".to_string(),
+                "pod".to_string(),
+                target.to_string(),
+                "-o".to_string(),
+                "jsonpath={.status.phase}".to_string(),
+            ]);
+        }
+    }
+    argv
+}
+
+/// What the runtime says about the target after a lost connection (its output, else the
+/// last line of its stderr), within [`STATUS_WAIT`]; `None` when it says nothing.
+pub(super) fn ask_runtime(argv: &[String], env: &BTreeMap<String, String>) -> Option<String> {
+    let (program, args) = argv.split_first()?;
+    let spec = StdioChildSpec {
+        program,
+        args,
+        cwd: None,
+        env,
+        name: "runtime-status",
+    };
+    let mut child = StdioChild::spawn(&spec).ok()?;
+    let mut stdout = child.take_stdout()?;
+    let deadline = Instant::now() + STATUS_WAIT;
+    let (mut out, mut buf) = (Vec::new(), [0u8; 512]);
+    while out.len() < 1024 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        if !stdout_readable(&stdout, left.as_millis().clamp(1, 1000) as i32) {
+            continue;
+        }
+        match stdout.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    let said = String::from_utf8_lossy(&out).trim().to_string();
+    let said = if said.is_empty() {
+        let tail = child.stderr_tail_after_exit(Duration::from_millis(500));
+        tail.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    } else {
+        said
+    };
+    child.terminate(Duration::ZERO);
+    (!said.is_empty()).then_some(said)
 }
 
 fn invalid(kind: ContainerKind, detail: String) -> io::Error {

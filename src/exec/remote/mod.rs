@@ -235,6 +235,8 @@ pub struct Transport {
     pub hello_timeout: Duration,
     /// The exec-server binary copied in when the target has none of this build.
     bootstrap: Option<bootstrap::Bootstrap>,
+    /// The runtime's command that says what became of the target after a lost connection.
+    status: Option<Vec<String>>,
 }
 
 impl fmt::Debug for Transport {
@@ -264,6 +266,7 @@ impl Transport {
             label,
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
             bootstrap: None,
+            status: None,
         }
     }
 
@@ -528,6 +531,7 @@ fn handshake(
         &spec,
         &transport.label,
         bootstrap.map(|b| (b, transport.hello_timeout)),
+        transport.status.clone(),
     )?;
     // A failed handshake leaves no command running: the transport is ended at once.
     let info = hello(&connection, transport, working_dir).inspect_err(|_| connection.abandon())?;

@@ -240,11 +240,11 @@ fn a_target_that_cannot_run_the_exec_server_gets_a_clear_error() {
         matches!(RemoteError::of(&err), Some(RemoteError::Bootstrap { .. })),
         "{text}"
     );
-    assert!(text.contains("is `sh` there?"), "{text}");
+    assert!(text.contains("\"sh\": executable file not found"), "{text}");
 }
 
 /// Waits (bounded) until nothing but the container's init runs in it.
-fn wait_until_empty(container: &Container) {
+pub(super) fn wait_until_empty(container: &Container) {
     let deadline = std::time::Instant::now() + support::GENEROUS;
     while !container.processes().is_empty() {
         assert!(

@@ -11,6 +11,7 @@
 //! that nothing is left running there.
 
 mod background;
+mod container_faults;
 mod containers;
 mod faults;
 mod hostile;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{Fixture, Via, assert_gone, pids_in, running};
 use support::session::{collect_input, collect_until};
 
-fn session(
+pub(super) fn session(
     env: Arc<RemoteExecutionEnvironment>,
     turns: Vec<ScriptedTurn>,
 ) -> (Session, ScriptedModel) {
@@ -29,7 +29,7 @@ fn session(
 }
 
 /// `(tool_name, is_error, output or error)` of each finished call.
-fn tool_ends(events: &[SessionEvent]) -> Vec<(String, bool, String)> {
+pub(super) fn tool_ends(events: &[SessionEvent]) -> Vec<(String, bool, String)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
