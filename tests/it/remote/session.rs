@@ -154,12 +154,13 @@ fn transport_killed_mid_command(via: Via) {
     assert!(second.contains("connection to the exec-server"), "{second}");
     match via {
         // ssh died: sshd closes the server's input, the server ends the command's group.
-        Via::Ssh => {
+        // `podman exec` died: conmon closes it the same way.
+        Via::Ssh | Via::Podman => {
             assert_gone(server_pid);
             pids.iter().for_each(|p| assert_gone(*p));
         }
         // The server itself was killed (SIGKILL, no chance to clean up): documented.
-        Via::Stdio | Via::Podman => assert!(!running(server_pid)),
+        Via::Stdio => assert!(!running(server_pid)),
     }
     let outcome = session.run("again").unwrap();
     assert_eq!(outcome.text, "back");
@@ -186,4 +187,9 @@ fn stdio_a_killed_server_fails_the_call_and_the_session_reconnects() {
 #[test]
 fn ssh_a_killed_ssh_client_fails_the_call_and_leaves_nothing_remote() {
     transport_killed_mid_command(Via::Ssh);
+}
+
+#[test]
+fn podman_a_killed_podman_exec_fails_the_call_and_leaves_nothing_in_the_container() {
+    transport_killed_mid_command(Via::Podman);
 }
