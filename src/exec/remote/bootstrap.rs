@@ -4,6 +4,7 @@
 //! otherwise it asks for the binary, which the client streams over the same stdin, checks
 //! the checksum, checks that the binary runs there, moves it into place and starts it.
 //! Each step answers with one `agentloop-bootstrap …` line before the protocol begins.
+//! The server runs `--supervised`: a SIGKILLed server leaves nothing running.
 //!
 //! This file never runs anything on the local side but the upload thread, and never
 //! sends a byte the script did not ask for; every wait is bounded.
@@ -28,7 +29,7 @@ const MAX_ANSWER: usize = 4096;
 /// `mkdir`, `mktemp`, `head`, `sha256sum`, `chmod`, `mv` and `tr`.
 const SCRIPT: &str = r#"d=$1; sum=$2; size=$3; f="$d/agentloop-exec-server-$sum"
 say() { echo "agentloop-bootstrap $*"; }
-if [ -x "$f" ]; then say ok; exec "$f"; fi
+if [ -x "$f" ]; then say ok; exec "$f" --supervised; fi
 mkdir -p "$d" 2>/dev/null; t=$(mktemp "$d/.upload.XXXXXX" 2>/dev/null) || { say "failed: $d is not writable"; exit 1; }
 say send
 head -c "$size" > "$t"
@@ -36,7 +37,7 @@ got=$(sha256sum "$t"); got=${got%% *}
 if [ "$got" != "$sum" ]; then rm -f "$t"; say "failed: the copy's SHA-256 is $got, not $sum"; exit 1; fi
 chmod 755 "$t"
 if ! out=$("$t" --version 2>&1 </dev/null); then rm -f "$t"; say "failed: it cannot run on this $(uname -m 2>/dev/null) target: $(echo "$out" | tr '\n' ' ')"; exit 1; fi
-mv -f "$t" "$f" && say ok && exec "$f""#;
+mv -f "$t" "$f" && say ok && exec "$f" --supervised"#;
 
 /// The local exec-server binary a transport copies in, and its checksum.
 #[derive(Debug, Clone, PartialEq, Eq)]

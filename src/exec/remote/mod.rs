@@ -20,6 +20,9 @@ mod server;
 // unsafe: the exec-server program installs its signal handler with sigaction.
 #[allow(unsafe_code)]
 mod signals;
+// unsafe: the supervisor becomes a child subreaper (prctl), kills and reaps orphans.
+#[allow(unsafe_code)]
+mod supervise;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -473,6 +476,14 @@ impl RemoteExecutionEnvironment {
     /// for those three signals: call it only from a program that is the server.
     pub fn serve_stdio(local: LocalExecutionEnvironment) -> io::Result<()> {
         server::serve_stdio(local)
+    }
+
+    /// The exec-server program's `--supervised` mode (what the container bootstrap
+    /// starts): runs `server` (the program itself, without the flag) as its one child,
+    /// as a child subreaper, and when the server ends — even by SIGKILL — kills and reaps
+    /// whatever it left running. Returns the server's exit code (128 + signal). Linux.
+    pub fn serve_supervised(server: &Path) -> io::Result<i32> {
+        supervise::supervise(server)
     }
 
     /// The live connection, reconnecting when the last one was lost.
