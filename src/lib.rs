@@ -106,6 +106,7 @@ pub mod mcp;
 pub mod profiles;
 mod prompt;
 pub mod session;
+mod sha256;
 mod sync;
 mod time;
 pub mod tools;

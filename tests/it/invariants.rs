@@ -198,6 +198,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("time", 0),
     ("sync", 0),
     ("base64", 0),
+    ("sha256", 0),
     ("llm", 1),
     ("exec", 1),
     ("prompt", 2),

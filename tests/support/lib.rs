@@ -14,6 +14,7 @@ pub mod ci;
 pub mod conformance;
 pub mod oauth;
 pub mod parity_kit;
+pub mod podman;
 pub mod programs;
 pub mod providers;
 pub mod raw_server;

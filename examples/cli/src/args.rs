@@ -132,8 +132,13 @@ MCP:
     agentloop mcp login N   log in to the HTTP server N (OAuth): open the address printed
                             in a browser; the tokens go to --mcp-tokens
     agentloop mcp logout N  forget the login kept for N
-    --remote URL            run the tools on another machine: ssh://[user@]host[:port][/dir]
-                            (an exec-server there serves the directory; see --remote-server)
+    --remote URL            run the tools on another machine: ssh://[user@]host[:port][/dir],
+                            podman://CTR[/dir], docker://CTR[/dir] or
+                            kubectl://[NAMESPACE/]POD[/CONTAINER][//dir] (an exec-server
+                            there serves the directory; see --remote-server)
+    --remote-runtime PATH   the podman/docker/kubectl binary (default: on PATH)
+    --remote-arg ARG        one more argument for `RUNTIME exec -i` (repeatable), e.g.
+                            --remote-arg=--user=1000
     --remote-command CMD    run the tools through any stdio transport, e.g.
                             \"podman exec -i -w /src ctr\" (the server command is appended)
     --remote-server CMD     the exec-server command on the remote side
@@ -298,6 +303,10 @@ pub struct Options {
     pub remote_command: Option<String>,
     /// `--remote-server`: the exec-server command on the remote side.
     pub remote_server: Option<String>,
+    /// `--remote-runtime`: the container runtime binary of a container URL.
+    pub remote_runtime: Option<PathBuf>,
+    /// `--remote-arg`: extra arguments of the container runtime's `exec -i`.
+    pub remote_args: Vec<String>,
     /// `--max-total-tokens`, `--max-cost`, `--max-wall`, `--max-tool-calls`.
     pub budget: Budget,
     /// `--budget-warning`: the fraction at which budget warnings fire.
@@ -451,7 +460,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 options.mcp_tokens = Some(PathBuf::from(non_empty(&name, value("a file")?)?))
             }
             "--resume" => options.resume = Some(PathBuf::from(non_empty(&name, value("a file")?)?)),
-            "--remote" => options.remote = Some(non_empty(&name, value("an ssh:// URL")?)?),
+            "--remote" => options.remote = Some(non_empty(&name, value("a URL")?)?),
+            "--remote-runtime" => {
+                options.remote_runtime = Some(PathBuf::from(non_empty(&name, value("a program")?)?))
+            }
+            "--remote-arg" => options.remote_args.push(value("an argument")?),
             "--remote-command" => {
                 options.remote_command = Some(non_empty(&name, value("a command line")?)?)
             }

@@ -6,7 +6,7 @@
 //! call gets a [`RemoteError`] at once and the connection is dead for good; it never
 //! retries by itself (the environment reconnects on the next call).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufReader, Write};
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +18,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 
 use super::RemoteError;
+use super::bootstrap::Bootstrap;
 use super::protocol::{self, Line, MAX_LINE};
 use crate::base64::decode as decode_base64;
 use crate::exec::process::child::{StdioChild, StdioChildSpec};
@@ -62,20 +63,52 @@ pub(crate) struct Connection {
     pending: Arc<Mutex<Pending>>,
     next_id: AtomicU64,
     reader: Option<thread::JoinHandle<()>>,
+    /// The runtime's status command and the environment to run it with, for a
+    /// container transport.
+    status: Option<(Vec<String>, BTreeMap<String, String>)>,
 }
 
 impl Connection {
-    /// Starts the transport and its reader thread (no handshake yet).
-    pub(crate) fn open(spec: &StdioChildSpec<'_>, label: &str) -> Result<Connection, RemoteError> {
+    /// Starts the transport, runs the bootstrap exchange when there is one (waiting up to
+    /// the given time for each answer), and starts the reader thread (no handshake yet).
+    pub(crate) fn open(
+        spec: &StdioChildSpec<'_>,
+        label: &str,
+        bootstrap: Option<(&Bootstrap, Duration)>,
+        status: Option<Vec<String>>,
+    ) -> Result<Connection, RemoteError> {
         let mut child = StdioChild::spawn(spec).map_err(|e| RemoteError::Spawn {
             transport: label.to_string(),
             detail: e.to_string(),
         })?;
-        let stdin = child.take_stdin();
+        let mut stdin = child.take_stdin();
         let stdout = child.take_stdout().ok_or_else(|| RemoteError::Spawn {
             transport: label.to_string(),
             detail: "no stdout pipe".to_string(),
         })?;
+        let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
+        if let Some(((bootstrap, wait), pipe)) =
+            bootstrap.zip(stdin.take_if(|_| bootstrap.is_some()))
+        {
+            let mut end = || {
+                child.terminate(ABANDON_GRACE);
+            };
+            match bootstrap.run(pipe, &mut stdout, wait, label, &mut end) {
+                Ok(pipe) => stdin = Some(pipe),
+                Err(RemoteError::Bootstrap { transport, detail }) => {
+                    child.terminate(ABANDON_GRACE);
+                    let said = child.stderr_tail();
+                    let said = said.trim();
+                    let detail = if said.is_empty() {
+                        detail
+                    } else {
+                        format!("{detail}; the transport said: {said}")
+                    };
+                    return Err(RemoteError::Bootstrap { transport, detail });
+                }
+                Err(other) => return Err(other),
+            }
+        }
         let pending = Arc::new(Mutex::new(Pending::default()));
         let shared = Arc::clone(&pending);
         let name = label.to_string();
@@ -85,7 +118,7 @@ impl Connection {
             .name("agentloop-remote-reader".to_string())
             .stack_size(256 * 1024)
             .spawn(move || {
-                let reason = read_loop(BufReader::with_capacity(64 * 1024, stdout), &shared, &name);
+                let reason = read_loop(stdout, &shared, &name);
                 // A server that broke the protocol (a line over the cap, not JSON) is not
                 // left writing: its group is ended now, not when the next call notices.
                 if matches!(
@@ -106,6 +139,7 @@ impl Connection {
             pending,
             next_id: AtomicU64::new(1),
             reader: Some(reader),
+            status: status.map(|argv| (argv, spec.env.clone())),
         })
     }
 
@@ -230,11 +264,19 @@ impl Connection {
             lock_child(&self.child).stderr_tail_after_exit(std::time::Duration::from_millis(250));
         let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
         let last = &lines[lines.len().saturating_sub(3)..];
-        if last.is_empty() {
+        let mut note = if last.is_empty() {
             String::new()
         } else {
             format!("; its stderr ends with: {}", last.join(" | "))
+        };
+        // A container runtime is asked what became of the target (stopped, removed,
+        // OOM-killed): `podman exec` itself often ends without a word.
+        if let Some((argv, env)) = &self.status
+            && let Some(state) = super::container::ask_runtime(argv, env)
+        {
+            note.push_str(&format!("; the runtime says the container is: {state}"));
         }
+        note
     }
 
     /// Forgets a call that no longer waits.
@@ -423,7 +465,7 @@ mod tests {
             env: &env,
             name: "test-transport",
         };
-        let connection = Connection::open(&spec, "test-transport").unwrap();
+        let connection = Connection::open(&spec, "test-transport", None, None).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while !connection.is_closed() && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(1));

@@ -1,6 +1,7 @@
 //! Tools on another machine: [`RemoteExecutionEnvironment`] talks to an exec-server over
 //! any child process's stdin/stdout ([`Transport`]: `ssh`, `podman exec -i`, `docker exec
-//! -i`, `kubectl exec -i`, or the server itself), and [`RemoteExecutionEnvironment::serve_stdio`] is the server.
+//! -i`, `kubectl exec -i` — [`Transport::container`] and the `podman://`, `docker://`,
+//! `kubectl://` URLs — or the server itself), and [`RemoteExecutionEnvironment::serve_stdio`] is the server.
 //!
 //! The protocol is specified in one place, the `protocol` module's source
 //! (`src/exec/remote/protocol.rs`). The transport is started only through `StdioChild`
@@ -9,14 +10,19 @@
 //! working directory come from the server's `hello`.
 
 mod background;
+mod bootstrap;
 mod codec;
 mod connection;
+mod container;
 pub mod protocol;
 mod serve_background;
 mod server;
 // unsafe: the exec-server program installs its signal handler with sigaction.
 #[allow(unsafe_code)]
 mod signals;
+// unsafe: the supervisor becomes a child subreaper (prctl), kills and reaps orphans.
+#[allow(unsafe_code)]
+mod supervise;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,6 +41,7 @@ use super::process::child::StdioChildSpec;
 use super::{EnvPolicy, LocalExecutionEnvironment};
 use crate::base64::encode as encode_base64;
 
+pub use container::{ContainerKind, ContainerOptions};
 pub use server::SERVER_NAME;
 
 /// The exec-server command a transport runs when none is given.
@@ -104,6 +111,13 @@ pub enum RemoteError {
         /// How long the call waited.
         waited: Duration,
     },
+    /// Copying the exec-server into the target or starting it there failed.
+    Bootstrap {
+        /// The transport, as its label shows it.
+        transport: String,
+        /// What failed (a target that cannot run the binary says its machine).
+        detail: String,
+    },
     /// The server refused a call (a protocol error code other than a failed operation).
     Refused {
         /// The method called.
@@ -123,7 +137,9 @@ impl RemoteError {
 
     fn kind(&self) -> io::ErrorKind {
         match self {
-            RemoteError::Spawn { .. } => io::ErrorKind::NotConnected,
+            RemoteError::Spawn { .. } | RemoteError::Bootstrap { .. } => {
+                io::ErrorKind::NotConnected
+            }
             RemoteError::Closed { .. } => io::ErrorKind::ConnectionAborted,
             RemoteError::Malformed { .. } | RemoteError::LineTooLong { .. } => {
                 io::ErrorKind::InvalidData
@@ -149,6 +165,9 @@ impl fmt::Display for RemoteError {
                 "the connection to the exec-server (`{transport}`) was lost: {detail}; what \
                  the call did on the remote side is unknown, the next call reconnects"
             ),
+            RemoteError::Bootstrap { transport, detail } => {
+                write!(f, "cannot place the exec-server in `{transport}`: {detail}")
+            }
             RemoteError::Malformed { detail } => {
                 write!(f, "the exec-server broke the protocol: {detail}")
             }
@@ -217,6 +236,10 @@ pub struct Transport {
     /// How long each connection waits for the server's `hello` answer
     /// ([`DEFAULT_HELLO_TIMEOUT`] unless set); the transport is ended when it passes.
     pub hello_timeout: Duration,
+    /// The exec-server binary copied in when the target has none of this build.
+    bootstrap: Option<bootstrap::Bootstrap>,
+    /// The runtime's command that says what became of the target after a lost connection.
+    status: Option<Vec<String>>,
 }
 
 impl fmt::Debug for Transport {
@@ -245,6 +268,8 @@ impl Transport {
             env: env::filter(&base, &EnvPolicy::default()),
             label,
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
+            bootstrap: None,
+            status: None,
         }
     }
 
@@ -453,6 +478,14 @@ impl RemoteExecutionEnvironment {
         server::serve_stdio(local)
     }
 
+    /// The exec-server program's `--supervised` mode (what the container bootstrap
+    /// starts): runs `server` (the program itself, without the flag) as its one child,
+    /// as a child subreaper, and when the server ends — even by SIGKILL — kills and reaps
+    /// whatever it left running. Returns the server's exit code (128 + signal). Linux.
+    pub fn serve_supervised(server: &Path) -> io::Result<i32> {
+        supervise::supervise(server)
+    }
+
     /// The live connection, reconnecting when the last one was lost.
     fn connection(&self) -> Result<Arc<Connection>, RemoteError> {
         let mut slot = self.connection.lock().unwrap_or_else(|e| e.into_inner());
@@ -504,7 +537,13 @@ fn handshake(
         env: &transport.env,
         name: "exec-server",
     };
-    let connection = Connection::open(&spec, &transport.label)?;
+    let bootstrap = transport.bootstrap.as_ref();
+    let connection = Connection::open(
+        &spec,
+        &transport.label,
+        bootstrap.map(|b| (b, transport.hello_timeout)),
+        transport.status.clone(),
+    )?;
     // A failed handshake leaves no command running: the transport is ended at once.
     let info = hello(&connection, transport, working_dir).inspect_err(|_| connection.abandon())?;
     Ok((connection, info))

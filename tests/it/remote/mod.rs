@@ -1,7 +1,8 @@
 //! RemoteExecutionEnvironment against real exec-servers: the CLI package's
-//! `agentloop-exec-server` as a direct child (every run) and behind a private `sshd` on
+//! `agentloop-exec-server` as a direct child (every run), behind a private `sshd` on
 //! 127.0.0.1 (when Debian's `openssh-server` is installed; required under
-//! `AGENTLOOP_CI=1`); hostile transports (floods, no `hello`) in `hostile.rs`.
+//! `AGENTLOOP_CI=1`) and through `podman://` into a container of the local test image
+//! (when podman is installed; required under CI); container transports in `containers.rs`; hostile transports (floods, no `hello`) in `hostile.rs`.
 //!
 //! The sshd is started by the tests themselves: throwaway host and user keys made with
 //! `ssh-keygen` in a temp dir, a free high port, `ListenAddress 127.0.0.1`, its own config
@@ -10,6 +11,8 @@
 //! that nothing is left running there.
 
 mod background;
+mod container_faults;
+mod containers;
 mod faults;
 mod hostile;
 mod session;
@@ -19,15 +22,18 @@ pub use support::sshd::Sshd;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use agentloop::CancelToken;
-use agentloop::exec::remote::{RemoteExecutionEnvironment, Transport};
+use agentloop::exec::remote::{
+    ContainerKind, ContainerOptions, RemoteExecutionEnvironment, Transport,
+};
 use agentloop::exec::{CommandRequest, ExecutionEnvironment};
 
 use support::GENEROUS;
+use support::podman::{Container, stripped_server};
 
 /// A secret the transport's environment carries; commands must never see it.
 pub const SECRET: &str = "sk-remote-test-0123456789abcdefghijklmnop";
@@ -44,6 +50,10 @@ pub enum Via {
     Stdio,
     /// `ssh` to the private sshd.
     Ssh,
+    /// `podman://` into a container of the test image, the exec-server copied in. The
+    /// container shares the host's pid namespace and sees the temp dir at the same path,
+    /// so the suite's checks (`/proc`, the files) read what they read for the others.
+    Podman,
 }
 
 /// A connected remote environment in a fresh temp dir, with what it needs to stay alive.
@@ -53,6 +63,8 @@ pub struct Fixture {
     /// The exec-server's pid on the "remote" side.
     pub server_pid: i32,
     pub sshd: Option<Sshd>,
+    /// The container (removed on drop, after the environment).
+    pub container: Option<Container>,
 }
 
 impl Fixture {
@@ -64,11 +76,15 @@ impl Fixture {
     /// As [`new`](Self::new), the transport adjusted by `adjust` first.
     pub fn with(via: Via, adjust: impl FnOnce(Transport) -> Transport) -> Option<Fixture> {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (transport, sshd) = match via {
-            Via::Stdio => (stdio_transport(), None),
+        let (transport, sshd, container) = match via {
+            Via::Stdio => (stdio_transport(), None, None),
             Via::Ssh => {
                 let sshd = Sshd::start()?;
-                (ssh_transport(&sshd), Some(sshd))
+                (ssh_transport(&sshd), Some(sshd), None)
+            }
+            Via::Podman => {
+                let (transport, container) = podman_transport(dir.path())?;
+                (transport, None, Some(container))
             }
         };
         let env = RemoteExecutionEnvironment::connect(adjust(transport), Some(dir.path()))
@@ -80,6 +96,7 @@ impl Fixture {
             dir,
             server_pid,
             sshd,
+            container,
         })
     }
 
@@ -97,6 +114,24 @@ pub fn stdio_transport() -> Transport {
     env.insert("OPENAI_API_KEY".to_string(), SECRET.to_string());
     let server = server_binary().to_string_lossy().into_owned();
     Transport::direct(vec![server]).with_env(env)
+}
+
+/// A container sharing the host's pid namespace with `dir` mounted at its own path, and
+/// a `podman://` transport to it that copies the exec-server in (the image has none),
+/// with a secret in the exec-server's environment.
+pub fn podman_transport(dir: &Path) -> Option<(Transport, Container)> {
+    let mount = format!("{0}:{0}", dir.display());
+    let container = Container::start(&["--pid", "host", "-v", &mount])?;
+    let mut options = ContainerOptions::new();
+    options.bootstrap = Some(stripped_server());
+    options.env = BTreeMap::from([
+        ("OPENAI_API_KEY".to_string(), SECRET.to_string()),
+        ("VISIBLE_MARKER".to_string(), "plain-value".to_string()),
+    ]);
+    let transport = Transport::container(ContainerKind::Podman, &container.name, &options, None)
+        .expect("podman is on PATH and the exec-server readable")
+        .with_env(base_env());
+    Some((transport, container))
 }
 
 /// PATH and HOME, enough for bash, ssh and the server.

@@ -1,5 +1,5 @@
 //! A session whose tools run through RemoteExecutionEnvironment: the three-round task
-//! (shell writes a file, read_file reads it, the model says done) over both transports,
+//! (shell writes a file, read_file reads it, the model says done) over each transport,
 //! and a transport killed mid-command: the call ends in an error result the model sees,
 //! the session lives on, and the next call reconnects.
 
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{Fixture, Via, assert_gone, pids_in, running};
 use support::session::{collect_input, collect_until};
 
-fn session(
+pub(super) fn session(
     env: Arc<RemoteExecutionEnvironment>,
     turns: Vec<ScriptedTurn>,
 ) -> (Session, ScriptedModel) {
@@ -29,7 +29,7 @@ fn session(
 }
 
 /// `(tool_name, is_error, output or error)` of each finished call.
-fn tool_ends(events: &[SessionEvent]) -> Vec<(String, bool, String)> {
+pub(super) fn tool_ends(events: &[SessionEvent]) -> Vec<(String, bool, String)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -56,6 +56,7 @@ fn three_round_task(via: Via) {
         dir,
         server_pid,
         sshd: _sshd,
+        container: _container,
     } = f;
     let env = Arc::new(env);
     let (session, model) = session(
@@ -98,6 +99,11 @@ fn ssh_the_three_round_task_completes() {
     three_round_task(Via::Ssh);
 }
 
+#[test]
+fn podman_the_three_round_task_completes() {
+    three_round_task(Via::Podman);
+}
+
 /// Kills the transport child while a command sleeps; the session reports an error result,
 /// goes on, and its next command reconnects.
 fn transport_killed_mid_command(via: Via) {
@@ -107,6 +113,7 @@ fn transport_killed_mid_command(via: Via) {
         dir: _dir,
         server_pid,
         sshd: _sshd,
+        container: _container,
     } = f;
     let env = Arc::new(env);
     let (session, model) = session(
@@ -147,7 +154,8 @@ fn transport_killed_mid_command(via: Via) {
     assert!(second.contains("connection to the exec-server"), "{second}");
     match via {
         // ssh died: sshd closes the server's input, the server ends the command's group.
-        Via::Ssh => {
+        // `podman exec` died: conmon closes it the same way.
+        Via::Ssh | Via::Podman => {
             assert_gone(server_pid);
             pids.iter().for_each(|p| assert_gone(*p));
         }
@@ -179,4 +187,9 @@ fn stdio_a_killed_server_fails_the_call_and_the_session_reconnects() {
 #[test]
 fn ssh_a_killed_ssh_client_fails_the_call_and_leaves_nothing_remote() {
     transport_killed_mid_command(Via::Ssh);
+}
+
+#[test]
+fn podman_a_killed_podman_exec_fails_the_call_and_leaves_nothing_in_the_container() {
+    transport_killed_mid_command(Via::Podman);
 }

@@ -1,5 +1,6 @@
 //! The exec suite through RemoteExecutionEnvironment, once per transport: the exec-server
-//! as a direct child (`stdio_*`) and behind ssh to a private sshd (`ssh_*`). Each test
+//! as a direct child (`stdio::*`), behind ssh to a private sshd (`ssh::*`) and through
+//! `podman://` into a container (`podman::*`). Each test
 //! ends by dropping the environment and checking that the server is gone; the ones that
 //! start background processes check those too.
 
@@ -19,7 +20,7 @@ use super::{Fixture, SECRET, Via, assert_gone, pids_in, run};
 
 use support::GENEROUS;
 
-/// Declares `stdio_<name>` and `ssh_<name>` running `body` with a fresh fixture.
+/// Declares `stdio::<name>`, `ssh::<name>` and `podman::<name>` running `body` with a fresh fixture.
 macro_rules! both_transports {
     ($($name:ident),* $(,)?) => {
         pub mod stdio {
@@ -27,6 +28,9 @@ macro_rules! both_transports {
         }
         pub mod ssh {
             $(#[test] fn $name() { if let Some(f) = super::Fixture::new(super::Via::Ssh) { super::$name(f) } })*
+        }
+        pub mod podman {
+            $(#[test] fn $name() { if let Some(f) = super::Fixture::new(super::Via::Podman) { super::$name(f) } })*
         }
     };
 }

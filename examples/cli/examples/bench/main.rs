@@ -14,6 +14,7 @@ mod background;
 mod budget;
 mod checkpoint;
 mod compaction;
+mod containers;
 mod e2e;
 mod exec;
 mod grep;
@@ -69,6 +70,7 @@ const SECTIONS: &[Section] = &[
     ("sandbox", sandbox::run),
     ("mcp", mcp::run),
     ("remote", remote::run),
+    ("containers", containers::run),
     ("scale", scale::run),
     ("checkpoint", checkpoint::run),
     ("acp", acp::run),

@@ -4,10 +4,12 @@
 //! and never writes anything but protocol lines to stdout.
 //!
 //! ```text
-//! agentloop-exec-server [--version]
+//! agentloop-exec-server [--version | --supervised]
 //! ```
 //!
-//! The working directory is the one the client's `hello` names (this process's own when it
+//! `--supervised` runs the server beneath a child subreaper that ends whatever a killed
+//! server leaves running (the container bootstrap starts it so). The working directory is
+//! the one the client's `hello` names (this process's own when it
 //! names none). Install it on a remote host on the login shell's `PATH` (`cargo install
 //! --path examples/cli` installs it beside `agentloop`), or give its path to `agentloop
 //! --remote … --remote-server PATH`. Build it static to copy it anywhere:
@@ -33,6 +35,18 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         } else {
             ExitCode::FAILURE
+        };
+    }
+    if std::env::args().nth(1).as_deref() == Some("--supervised") {
+        // This same program, beneath a supervisor that ends what a killed server leaves.
+        let code = std::env::current_exe()
+            .and_then(|exe| RemoteExecutionEnvironment::serve_supervised(&exe));
+        return match code {
+            Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "agentloop-exec-server: supervisor: {e}");
+                ExitCode::FAILURE
+            }
         };
     }
     let cwd = match std::env::current_dir() {

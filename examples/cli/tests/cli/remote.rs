@@ -1,12 +1,13 @@
 //! `agentloop --remote-command`: the three-round task with the tools behind an exec-server
 //! (started through `env -C DIR`, a stand-in for `podman exec -i -w DIR ctr`; over ssh to
-//! the private sshd too), the header naming the transport; bad remote options are usage
-//! errors.
+//! the private sshd too; a `podman://` URL into a real container), the header naming the
+//! transport; bad remote options are usage errors, a missing container runtime an error.
 
 use std::process::{Command, Stdio};
 
 use serde_json::json;
 
+use support::podman::Container;
 use support::sshd::Sshd;
 
 use crate::{agentloop, exec_server, run_command};
@@ -108,5 +109,68 @@ fn an_unreachable_remote_is_an_error_and_conflicting_options_are_usage_errors() 
     assert_eq!(ran.status, Some(2), "{}", ran.all_output());
     let args = ["--remote".to_string(), "http://host".to_string()];
     let ran = run_command(agent(&server, &args), "");
-    assert!(ran.stderr.contains("not an ssh URL"), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("not an ssh://, podman://, docker:// or kubectl:// URL"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn a_missing_container_runtime_is_an_error_before_the_first_call() {
+    let server = Server::start(Vec::new());
+    let args = [
+        "--remote".to_string(),
+        "docker://task-1/src".to_string(),
+        "--remote-runtime".to_string(),
+        "/nonexistent/bin/docker".to_string(),
+    ];
+    let ran = run_command(agent(&server, &args), "");
+    assert_eq!(ran.status, Some(1), "{}", ran.all_output());
+    assert!(
+        ran.stderr
+            .contains("the runtime `/nonexistent/bin/docker` is not an executable file"),
+        "{}",
+        ran.stderr
+    );
+    assert!(server.requests().is_empty(), "the model was called");
+}
+
+/// The container has no exec-server: the CLI copies in the one installed beside it.
+#[test]
+fn the_agent_runs_its_tools_through_a_podman_url() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().display().to_string();
+    let mount = format!("{dir}:{dir}");
+    let Some(container) = Container::start(&["-v", &mount]) else {
+        return;
+    };
+    let server = Server::start(replies());
+    let args = vec![
+        "--remote".to_string(),
+        format!("podman://{}{dir}", container.name),
+    ];
+    let ran = run_command(agent(&server, &args), "");
+    let output = ran.all_output();
+    assert_eq!(ran.status, Some(0), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("out.txt")).unwrap(),
+        "hello\n"
+    );
+    let header = format!("podman://{} {dir}", container.name);
+    assert!(output.contains(&header), "{output}");
+    assert!(server.requests()[2].body_text().contains("hello"));
+    // The exec-server ends once the runtime closes its input after the CLI's exit.
+    let deadline = std::time::Instant::now() + support::GENEROUS;
+    while !container.processes().is_empty() {
+        let left = container.processes();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left running: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let placed = container.sh("ls /tmp/agentloop");
+    assert!(placed.starts_with("agentloop-exec-server-"), "{placed}");
 }
