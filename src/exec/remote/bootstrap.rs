@@ -11,14 +11,20 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::RemoteError;
 use crate::exec::process::child::stdout_readable;
 use crate::sha256::sha256_hex;
+use crate::sync::lock;
+
+/// A file as last hashed: path, device, inode, size, modification time.
+type FileKey = (PathBuf, u64, u64, u64, Option<std::time::SystemTime>);
 
 /// Where the copy goes unless the options name another directory.
 pub(crate) const DEFAULT_DIR: &str = "/tmp/agentloop";
@@ -48,18 +54,47 @@ pub(crate) struct Bootstrap {
 }
 
 impl Bootstrap {
-    /// Reads `local` once to name it by its checksum.
+    /// Names `local` by its checksum. The file is read and hashed once per process for a
+    /// given inode, size and modification time: a host opening a hundred containers with
+    /// the same exec-server hashes it once, and a rebuilt binary is hashed again.
     pub(crate) fn new(local: &Path) -> io::Result<Bootstrap> {
-        let bytes = std::fs::read(local).map_err(|e| {
+        let named = |e: io::Error| {
             io::Error::new(
                 e.kind(),
                 format!("the exec-server to copy in, `{}`: {e}", local.display()),
             )
-        })?;
+        };
+        let meta = std::fs::metadata(local).map_err(named)?;
+        let key = (
+            local.to_path_buf(),
+            meta.dev(),
+            meta.ino(),
+            meta.len(),
+            meta.modified().ok(),
+        );
+        static HASHED: Mutex<Vec<(FileKey, String)>> = Mutex::new(Vec::new());
+        let known = lock(&HASHED)
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, sum)| sum.clone());
+        let (sum, size) = match known {
+            Some(sum) => (sum, meta.len()),
+            None => {
+                let bytes = std::fs::read(local).map_err(named)?;
+                let sum = sha256_hex(&bytes);
+                let mut hashed = lock(&HASHED);
+                // A few binaries per process at most; the oldest goes first.
+                if hashed.len() >= 8 {
+                    hashed.remove(0);
+                }
+                hashed.push((key, sum.clone()));
+                (sum, bytes.len() as u64)
+            }
+        };
         Ok(Bootstrap {
             local: local.to_path_buf(),
-            sum: sha256_hex(&bytes),
-            size: bytes.len() as u64,
+            sum,
+            size,
         })
     }
 
