@@ -2,7 +2,28 @@
 //! the shared state, the MCP servers, the event sink, the subagents, the background
 //! processes, the checkpoints and the compaction state, then the named worker thread.
 
-use super::*;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+
+use super::checkpoint::lifecycle::Checkpoints;
+use super::checkpoint::marks::Marks;
+use super::compact::CompactionState;
+use super::delivery::{EventSink, Forward, Listeners};
+use super::history::History;
+use super::ledger::{Ledger, Meter};
+use super::loop_detection::LoopDetector;
+use super::subagents::ParentShare;
+use super::transcript::TranscriptWriter;
+use super::worker::{Shared, Worker};
+use super::{
+    Session, SessionConfig, background, compact, fallback, mcp, mode, model_call, subagents,
+};
+use crate::cancel::CancelToken;
+use crate::error::{Error, ErrorKind, Result};
+use crate::exec::ExecutionEnvironment;
+use crate::llm::Client;
+use crate::profiles::ProviderProfile;
+use crate::sync::lock;
 
 /// What a new worker starts from.
 pub(crate) struct Start {

@@ -126,18 +126,13 @@ pub use hook_commands::HookCommands;
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 pub use mode::SessionMode;
 
-use checkpoint::lifecycle::Checkpoints;
 use checkpoint::marks::Marks;
 use checkpoint::{Fork, Rewind, RewindReport};
-use compact::CompactionState;
-use delivery::Listeners;
-use delivery::{EventSink, Forward};
-use ledger::{Ledger, Meter};
-use loop_detection::LoopDetector;
+use delivery::{Forward, Listeners};
 use subagents::ParentShare;
 use transcript::TranscriptWriter;
 use transcript::resume;
-use worker::{Input, Shared, Worker};
+use worker::{Input, Shared};
 
 use crate::sync::lock;
 
