@@ -4,11 +4,15 @@
 //!
 //! The POST runs on the calling thread, so a request's answer (and the progress before it)
 //! is dispatched before the caller starts waiting. One ureq agent per POST, shut down when
-//! the caller's cancel token fires. A server that answers 401 (or 403 for a missing scope)
-//! is answered by the server's [`Authorizer`] and the POST sent again with the new token,
-//! at most [`MAX_AUTH_RETRIES`] times. It never follows redirects, never reads an
-//! unbounded body and never puts a header value in an error.
+//! the caller's cancel token fires or when the answer comes on another stream (some
+//! servers send it on whichever GET stream is open): a POST never waits on its own stream,
+//! or resumes it, for an answer already given. The handshake waits (a second at most) for
+//! the GET stream to open or be refused. A server that answers 401 (or 403 for a missing scope) is
+//! answered by the server's [`Authorizer`] and the POST sent again with the new token, at
+//! most [`MAX_AUTH_RETRIES`] times. It never follows redirects, never reads an unbounded
+//! body and never puts a header value in an error.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,6 +68,9 @@ pub(crate) struct HttpTransport {
     auth: Option<Arc<Authorizer>>,
     /// The GET stream's thread and the agent to end it with.
     listener: Mutex<Option<(ureq::Agent, std::thread::JoinHandle<()>)>>,
+    /// The requests whose POSTs are in flight, by id, with the token that ends their
+    /// reads: cancelled when their answer comes on another stream.
+    awaiting: Mutex<HashMap<u64, CancelToken>>,
     stopped: std::sync::atomic::AtomicBool,
 }
 
@@ -91,6 +98,7 @@ pub(crate) fn connect(
         inbound: inbound.clone(),
         auth,
         listener: Mutex::new(None),
+        awaiting: Mutex::new(HashMap::new()),
         stopped: std::sync::atomic::AtomicBool::new(false),
     };
     Connection::new(Arc::new(transport), inbound)
@@ -140,6 +148,8 @@ impl HttpTransport {
         ))
     }
 
+    /// One POST of `message`. A request's POST is ended early, and counts as done, when its
+    /// answer comes on another stream first (see [`dispatch_all`](Self::dispatch_all)).
     fn post_once(
         &self,
         message: &Value,
@@ -148,10 +158,38 @@ impl HttpTransport {
         timeout: Option<Duration>,
     ) -> Result<Posted, String> {
         let agent = self.agent();
-        let _guard = cancel.map(|cancel| {
+        let ended = cancel.map_or_else(CancelToken::new, CancelToken::child);
+        let _shutdown = {
             let agent = agent.clone();
-            cancel.on_cancel(move || agent.shutdown())
-        });
+            ended.on_cancel(move || agent.shutdown())
+        };
+        let request = message.get("method").and(message.get("id"));
+        let awaited = request.and_then(Value::as_u64);
+        if let Some(id) = awaited {
+            lock(&self.awaiting).insert(id, ended.clone());
+        }
+        let posted = self.exchange(&agent, message, authorization, &ended, timeout);
+        if let Some(id) = awaited {
+            lock(&self.awaiting).remove(&id);
+        }
+        let cancelled = cancel.is_some_and(CancelToken::is_cancelled);
+        match posted {
+            // Answered on another stream: the reads here were ended (or gave up) after it.
+            Err(_) if ended.is_cancelled() && !cancelled => Ok(Posted::Done),
+            other => other,
+        }
+    }
+
+    /// Sends `message` on `agent` and reads what the server answers; `ended` ends the
+    /// reads and the waits between them.
+    fn exchange(
+        &self,
+        agent: &ureq::Agent,
+        message: &Value,
+        authorization: Option<&str>,
+        ended: &CancelToken,
+        timeout: Option<Duration>,
+    ) -> Result<Posted, String> {
         let body = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         let mut request = agent
             .post(&self.url)
@@ -210,7 +248,7 @@ impl HttpTransport {
         if content_type.starts_with("text/event-stream") && (200..300).contains(&status) {
             let reader = response.into_body().into_reader();
             return self
-                .follow_stream(&agent, reader, want, authorization, cancel)
+                .follow_stream(agent, reader, want, authorization, ended)
                 .map(|()| Posted::Done);
         }
         let mut text = String::new();
@@ -252,25 +290,32 @@ impl HttpTransport {
         };
         let mut answered = false;
         for message in messages {
-            let is_answer = message.get("method").is_none()
-                && want.is_some()
-                && message.get("id").and_then(Value::as_u64) == want;
-            answered |= is_answer;
+            let id = message.get("id").and_then(Value::as_u64);
+            let answer = message.get("method").is_none() && id.is_some();
+            answered |= answer && id == want;
             self.inbound.dispatch(message);
+            // The answer to another request than this stream's: that request's POST stops
+            // waiting for it (after the dispatch, so its caller finds it).
+            if answer && id != want {
+                let other = id.and_then(|id| lock(&self.awaiting).get(&id).cloned());
+                if let Some(ended) = other {
+                    ended.cancel();
+                }
+            }
         }
         answered
     }
 
     /// Reads the SSE stream; when it ends before the answer to `want` after giving event
     /// ids, resumes it with a GET and `Last-Event-ID` after the server's `retry` delay (at
-    /// most [`MAX_RESUMES`] times).
+    /// most [`MAX_RESUMES`] times), unless `ended` fires first.
     fn follow_stream(
         &self,
         agent: &ureq::Agent,
         reader: impl Read,
         want: Option<u64>,
         authorization: Option<&str>,
-        cancel: Option<&CancelToken>,
+        ended: &CancelToken,
     ) -> Result<(), String> {
         let mut parser = sse::Parser::new();
         let mut last_id = None;
@@ -279,10 +324,8 @@ impl HttpTransport {
             let Err(Ended::Early) = outcome else { break };
             let Some(id) = last_id.clone() else { break };
             let delay = Duration::from_millis(parser.retry().unwrap_or(1000).min(30_000));
-            match cancel {
-                Some(cancel) if cancel.wait_timeout(delay) => return Err("cancelled".to_string()),
-                Some(_) => {}
-                None => std::thread::sleep(delay),
+            if ended.wait_timeout(delay) {
+                return Err("cancelled".to_string());
             }
             let mut request = agent
                 .get(&self.url)
@@ -366,8 +409,9 @@ impl HttpTransport {
 impl HttpTransport {
     /// The GET stream's thread: opens the stream, dispatches what comes, opens it again
     /// (after the server's `retry`, from the last event id) when it ends, until the
-    /// transport stops or the server refuses (405: it offers no such stream).
-    fn listen_loop(&self, agent: &ureq::Agent) {
+    /// transport stops or the server refuses (405: it offers no such stream). Tells
+    /// `opened` each time the server has answered the GET (or it failed).
+    fn listen_loop(&self, agent: &ureq::Agent, opened: crossbeam_channel::Sender<()>) {
         let mut last_id: Option<String> = None;
         let mut failures = 0;
         while !self.stopped.load(std::sync::atomic::Ordering::SeqCst) && failures < MAX_RESUMES {
@@ -386,7 +430,9 @@ impl HttpTransport {
             if let Some(value) = held.as_deref() {
                 request = request.header("authorization", value);
             }
-            let Ok(response) = request.call() else {
+            let called = request.call();
+            let _ = opened.try_send(());
+            let Ok(response) = called else {
                 failures += 1;
                 continue;
             };
@@ -446,14 +492,20 @@ impl Outbound for HttpTransport {
             .build()
             .new_agent();
         let name = format!("agentloop-mcp-sse-{}", self.inbound.server());
+        let (opened_tx, opened_rx) = crossbeam_channel::bounded(1);
         let transport = Arc::clone(&self);
         let reader = agent.clone();
         let spawned = std::thread::Builder::new()
             .name(name)
             .stack_size(256 * 1024)
-            .spawn(move || transport.listen_loop(&reader));
+            .spawn(move || transport.listen_loop(&reader, opened_tx));
         if let Ok(handle) = spawned {
             *lock(&self.listener) = Some((agent, handle));
+            // The stream is open (or refused) before the first request after the handshake
+            // goes out: a server that answers a request on whichever GET stream is open
+            // (the conformance suite's `sse-retry` does) would otherwise get this one late,
+            // mid-request, under load.
+            let _ = opened_rx.recv_timeout(NOTICE_TIMEOUT.min(self.read_timeout));
         }
     }
 

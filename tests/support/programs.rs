@@ -7,10 +7,13 @@
 //! `cargo test` at the repository root builds beside the test binaries: into
 //! `target/<profile>/examples/` and `target/<profile>/`.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -101,39 +104,87 @@ pub fn exit_within<T: Send + 'static>(
     exited
 }
 
-/// Runs `command` to its end with piped output and `stdin` as input; panics if it takes
-/// longer than [`GENEROUS`] (after killing it).
+/// A pipe read to its end on a named thread into a buffer that can be looked at before
+/// then; tells `done` when the pipe is closed.
+fn drain(
+    mut pipe: impl Read + Send + 'static,
+    done: crossbeam_channel::Sender<Option<ExitStatus>>,
+) -> Arc<Mutex<Vec<u8>>> {
+    let buffer = Arc::new(Mutex::new(Vec::new()));
+    let into = buffer.clone();
+    thread::Builder::new()
+        .name("program-output".to_string())
+        .spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+                into.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+            let _ = done.send(None);
+        })
+        .unwrap();
+    buffer
+}
+
+/// Runs `command` to its end with piped output and `stdin` as input: until it has exited
+/// and its output pipes are closed. Past [`GENEROUS`] it kills the program's whole process
+/// group (what it started too: a runner's client would keep the pipes open) and panics
+/// with the output it had.
 pub fn run_command(mut command: Command, stdin: &str) -> Ran {
     command
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = command.spawn().expect("spawn the program");
-    let pid = child.id();
+    let group = child.id() as i32;
     let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).unwrap();
+    let (done_tx, done_rx) = crossbeam_channel::unbounded();
+    let stdout = drain(child.stdout.take().unwrap(), done_tx.clone());
+    let stderr = drain(child.stderr.take().unwrap(), done_tx.clone());
+    // A program that exits without reading its input is not an error here.
+    let _ = input.write_all(stdin.as_bytes());
     drop(input);
-    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
-    let waiter = thread::Builder::new()
-        .name("example-wait".to_string())
+    thread::Builder::new()
+        .name("program-wait".to_string())
         .spawn(move || {
-            let output = child.wait_with_output();
-            let _ = done_tx.send(output);
+            let _ = done_tx.send(Some(child.wait().expect("wait for the program")));
         })
         .unwrap();
-    let output = match done_rx.recv_timeout(GENEROUS) {
-        Ok(output) => output.expect("wait for the program"),
-        Err(_) => {
-            // SAFETY: the pid is our child's, not yet reaped (the waiter still waits).
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            let _ = waiter.join();
-            panic!("{command:?} did not finish within {GENEROUS:?}");
+    let text =
+        |buffer: &Mutex<Vec<u8>>| String::from_utf8_lossy(&buffer.lock().unwrap()).into_owned();
+    // SAFETY: a plain kill(2) of the group the program leads. Its id is not reused while
+    // the leader is unreaped or a process of the group is left; with none left (after a
+    // normal end) the kill finds no group (Linux hands out pids in order, not at once again).
+    let kill_group = || unsafe { libc::kill(-group, libc::SIGKILL) };
+    let mut deadline = Instant::now() + GENEROUS;
+    let mut status = None;
+    let mut ended = 0;
+    while ended < 3 {
+        match done_rx.recv_deadline(deadline) {
+            Ok(exited) => {
+                status = status.or(exited);
+                ended += 1;
+            }
+            Err(_) => {
+                kill_group();
+                // Whatever the killed processes wrote last, once their pipes close.
+                deadline = Instant::now() + GENEROUS;
+                while done_rx.recv_deadline(deadline).is_ok() {}
+                panic!(
+                    "{command:?} did not finish within {GENEROUS:?} (exited: {status:?}); \
+                     its process group was killed.\n--- stdout so far ---\n{}\n\
+                     --- stderr so far ---\n{}",
+                    text(&stdout),
+                    text(&stderr)
+                );
+            }
         }
-    };
-    waiter.join().unwrap();
+    }
+    // Nothing it started outlives it.
+    kill_group();
     Ran {
-        status: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        status: status.and_then(|s| s.code()),
+        stdout: text(&stdout),
+        stderr: text(&stderr),
     }
 }

@@ -83,10 +83,28 @@ fn run_scenario(scenario: &str) -> Option<(String, bool)> {
     Some((output, passed))
 }
 
+/// Whether the runner's only complaint is `sse-retry`'s "reconnected slightly late" (a
+/// warning: over 700 ms from its server's close timer to the resuming GET, for
+/// `retry: 500`). That is wall-clock time in two processes; on a loaded 2-core machine
+/// (load average 14) 2 of 170 runs of a client that waits exactly `retry` after the end
+/// measured 761 and 993 ms. Too early (under 450 ms) or very late (over 1 s) is a failure,
+/// never retried, and a client late every time fails the second run too.
+fn only_slightly_late(output: &str) -> bool {
+    output.contains("Passed: 2/2, 0 failed, 1 warnings")
+        && output.contains("Client reconnected slightly late")
+        && !output.contains("CLIENT TIMED OUT")
+        && !output.contains("CLIENT EXITED WITH ERROR")
+}
+
 fn passes(scenario: &str) {
-    if let Some((output, passed)) = run_scenario(scenario) {
-        assert!(passed, "conformance scenario {scenario} failed:\n{output}");
+    let Some((mut output, mut passed)) = run_scenario(scenario) else {
+        return;
+    };
+    if !passed && scenario == "sse-retry" && only_slightly_late(&output) {
+        eprintln!("sse-retry: the runner found the reconnection late; once more:\n{output}");
+        (output, passed) = run_scenario(scenario).unwrap();
     }
+    assert!(passed, "conformance scenario {scenario} failed:\n{output}");
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod features;
 mod oauth;
 mod real;
 mod shared;
+mod streams;
 mod transports;
 
 use std::path::{Path, PathBuf};
