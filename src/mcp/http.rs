@@ -248,7 +248,7 @@ impl HttpTransport {
         if content_type.starts_with("text/event-stream") && (200..300).contains(&status) {
             let reader = response.into_body().into_reader();
             return self
-                .follow_stream(agent, reader, want, authorization, ended)
+                .follow_stream(agent, reader, want, (authorization, timeout), ended)
                 .map(|()| Posted::Done);
         }
         let mut text = String::new();
@@ -308,13 +308,14 @@ impl HttpTransport {
 
     /// Reads the SSE stream; when it ends before the answer to `want` after giving event
     /// ids, resumes it with a GET and `Last-Event-ID` after the server's `retry` delay (at
-    /// most [`MAX_RESUMES`] times), unless `ended` fires first.
+    /// most [`MAX_RESUMES`] times), unless `ended` fires first. A resumed stream may stay
+    /// silent no longer than the request's own `timeout`, as the POST's stream.
     fn follow_stream(
         &self,
         agent: &ureq::Agent,
         reader: impl Read,
         want: Option<u64>,
-        authorization: Option<&str>,
+        (authorization, timeout): (Option<&str>, Option<Duration>),
         ended: &CancelToken,
     ) -> Result<(), String> {
         let mut parser = sse::Parser::new();
@@ -331,6 +332,13 @@ impl HttpTransport {
                 .get(&self.url)
                 .header("accept", "text/event-stream")
                 .header("last-event-id", id.as_str());
+            if let Some(timeout) = timeout {
+                request = request
+                    .config()
+                    .timeout_recv_response(Some(timeout))
+                    .timeout_per_read(Some(timeout))
+                    .build();
+            }
             let version = lock(&self.version).clone();
             if !version.is_empty() {
                 request = request.header("mcp-protocol-version", version.as_str());

@@ -28,6 +28,8 @@ enum CallStream {
     Held,
     /// Ends it; the answer goes out on the GET stream once the client has resumed.
     Ended,
+    /// Ends it, and the answer never comes: every stream is then held open, silent.
+    Unanswered,
 }
 
 struct Shared {
@@ -220,6 +222,10 @@ fn get(mut stream: TcpStream, shared: &Shared, last_event_id: Option<String>) {
     head(&mut stream, "200 OK", SSE, None);
     let _ = stream.flush();
     let state = shared.note("GET answered".to_string());
+    if shared.call_stream == CallStream::Unanswered {
+        drop(state);
+        return shared.hold();
+    }
     // The answer goes out here once the call came (and, when its stream ended, once the
     // client resumed that stream).
     let ready = |state: &mut (Vec<String>, Option<Value>)| {
@@ -243,10 +249,17 @@ fn get(mut stream: TcpStream, shared: &Shared, last_event_id: Option<String>) {
 
 /// Calls the server's one tool; its log, the tool's end and how long the input took.
 fn call_tool(server: &AnswerElsewhere) -> (Vec<String>, (String, String, bool), Duration) {
+    // A call that waited for its timeout would end past the ceiling.
+    call_tool_within(server, GENEROUS * 3)
+}
+
+fn call_tool_within(
+    server: &AnswerElsewhere,
+    call_timeout: Duration,
+) -> (Vec<String>, (String, String, bool), Duration) {
     let mcp = McpServer::http("stub", server.url.clone())
         .with_startup_timeout(GENEROUS)
-        // A call that waited for its timeout would end past the ceiling.
-        .with_call_timeout(GENEROUS * 3);
+        .with_call_timeout(call_timeout);
     let mut h = mcp_harness(
         vec![
             ScriptedTurn::tool_call("mcp__stub__answer", json!({})),
@@ -309,4 +322,18 @@ fn the_get_stream_is_open_before_the_first_request_after_the_handshake() {
         opened.is_some() && listed > opened,
         "the GET stream first: {log:?}"
     );
+}
+
+#[test]
+fn a_resumed_stream_that_stays_silent_is_bounded_by_the_call_timeout() {
+    // Each resumed stream may be silent for the call's 1 s, not the startup's 20 s: the
+    // five resumes end the call well within the ceiling.
+    let server = AnswerElsewhere::start(CallStream::Unanswered, Duration::ZERO);
+    let (log, end, took) = call_tool_within(&server, Duration::from_secs(1));
+    assert!(end.2, "the call fails: {end:?} {log:?}");
+    assert!(
+        log.iter().any(|l| l == "GET resumed call-1"),
+        "the call's stream was resumed: {log:?}"
+    );
+    assert!(took < GENEROUS, "{took:?}");
 }
