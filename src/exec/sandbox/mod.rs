@@ -135,12 +135,13 @@ pub enum Enforcement {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sandbox {
-    policy: SandboxPolicy,
-    network: Network,
-    enforcement: Enforcement,
-    extra_protected: Vec<PathBuf>,
-    assumed_abi: Option<u32>,
-    allowed_sockets: Vec<PathBuf>,
+    // Crate-visible for the exec-server protocol, which carries a sandbox whole.
+    pub(crate) policy: SandboxPolicy,
+    pub(crate) network: Network,
+    pub(crate) enforcement: Enforcement,
+    pub(crate) extra_protected: Vec<PathBuf>,
+    pub(crate) assumed_abi: Option<u32>,
+    pub(crate) allowed_sockets: Vec<PathBuf>,
 }
 
 impl Sandbox {
