@@ -7,7 +7,8 @@
 //! (`src/exec/remote/protocol.rs`). The transport is started only through `StdioChild`
 //! (own process group, bounded stderr tail, group ended on drop). This module never reads
 //! the local machine on the remote environment's behalf: platform, OS version and
-//! working directory come from the server's `hello`.
+//! working directory come from the server's `hello`. A session's sandbox travels in
+//! `hello` ([`RemoteExecutionEnvironment::connect_sandboxed`]): the server enforces it.
 
 mod background;
 mod bootstrap;

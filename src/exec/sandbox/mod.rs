@@ -115,7 +115,9 @@ pub enum Enforcement {
     BestEffort,
 }
 
-/// A sandbox for [`LocalExecutionEnvironment::with_sandbox`](super::LocalExecutionEnvironment::with_sandbox).
+/// A sandbox for [`LocalExecutionEnvironment::with_sandbox`](super::LocalExecutionEnvironment::with_sandbox),
+/// or for an exec-server to apply on its side
+/// ([`RemoteExecutionEnvironment::connect_sandboxed`](super::remote::RemoteExecutionEnvironment::connect_sandboxed)).
 ///
 /// The library's default is no sandbox ([`SandboxPolicy::FullAccess`]): an embedding host
 /// knows its roots and its network needs, and a default that silently broke its builds

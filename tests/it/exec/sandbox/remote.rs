@@ -3,9 +3,10 @@
 //! `podman://` into a container of the test image (the exec-server copied in by the
 //! bootstrap, podman's default seccomp profile and capabilities), the fixture mounted at
 //! its own path so both sides name the same files. With full access the same commands
-//! escape. A required sandbox the target cannot enforce is refused when connecting, a
-//! best-effort one runs with the target's warnings, a server that applies no sandbox is
-//! refused, and a command's own policy narrows a full-access connection.
+//! escape. A required sandbox the target cannot enforce (Landlock assumed absent, or
+//! filtered by the container's seccomp profile) is refused when connecting, a best-effort
+//! one runs with the target's warnings, a server that applies no sandbox is refused, and a
+//! command's own policy narrows a full-access connection.
 
 use std::io;
 use std::net::TcpListener;
@@ -241,4 +242,45 @@ cat > /dev/null"#;
     );
     let open = RemoteExecutionEnvironment::connect(old(), None).unwrap();
     assert_eq!(open.applied_sandbox(), None);
+}
+
+/// A container whose seccomp profile answers Landlock's syscalls with `ENOSYS` (a runtime
+/// or kernel without it): the exec-server's probe finds no Landlock there, so a required
+/// sandbox is refused at connect and a best-effort one runs with the target's warning.
+#[test]
+fn a_container_that_filters_landlock_refuses_required_and_warns_best_effort() {
+    let f = fixture();
+    let profile = f.ws.parent().unwrap().join("no-landlock.json");
+    let rule = json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{
+        "names": ["landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"],
+        "action": "SCMP_ACT_ERRNO", "errnoRet": 38}]});
+    fs::write(&profile, rule.to_string()).unwrap();
+    let top = f.ws.parent().unwrap().display().to_string();
+    let mount = format!("{top}:{top}");
+    let seccomp = format!("seccomp={}", profile.display());
+    let Some(container) = Container::start(&["-v", &mount, "--security-opt", &seccomp]) else {
+        return;
+    };
+    let via = Via::Podman(container);
+    let sandbox = Sandbox::new(SandboxPolicy::workspace_write());
+    let err = via.connect(&f, sandbox.clone()).unwrap_err();
+    assert!(
+        matches!(RemoteError::of(&err), Some(RemoteError::Sandbox { .. })),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("Landlock is not available"),
+        "{err}"
+    );
+    let env = via
+        .connect(&f, sandbox.with_enforcement(Enforcement::BestEffort))
+        .unwrap();
+    assert!(
+        env.warnings()
+            .iter()
+            .any(|w| w.contains("Landlock is not available")),
+        "{:?}",
+        env.warnings()
+    );
+    assert_ok(&sh(&env, "echo runs"));
 }
