@@ -1,7 +1,8 @@
 //! The session's sandbox on a remote connection, client side: what a `hello` answer must
 //! say for a sandboxed session (the server applied it, or why not) and the policy a
 //! command of its own carries. It never weakens a sandbox: a server that does not say it
-//! applied one is refused, never used open.
+//! applied one is refused, never used open; and it never passes a server's words on
+//! unbounded or with control characters.
 
 use serde_json::{Value, json};
 
@@ -57,7 +58,29 @@ pub(super) fn applied(
     let description = str_field(applied, "description").map_err(malformed)?;
     let abi = applied["landlock_abi"].as_u64().unwrap_or(0);
     let warnings = strings_from_json(applied, "warnings").map_err(malformed)?;
-    Ok((Some(format!("{description}; Landlock ABI {abi}")), warnings))
+    // Shown in the header and as events: a hostile server's words stay printable and short.
+    let warnings = warnings
+        .iter()
+        .take(MAX_WARNINGS)
+        .map(|w| printable(w))
+        .collect();
+    Ok((
+        Some(format!("{}; Landlock ABI {abi}", printable(description))),
+        warnings,
+    ))
+}
+
+/// The most warnings kept from a server (the local sandbox gives at most five).
+const MAX_WARNINGS: usize = 16;
+/// The longest description or warning kept, in characters.
+const MAX_TEXT: usize = 1000;
+
+/// `text` without control characters, cut at [`MAX_TEXT`] characters.
+fn printable(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_TEXT)
+        .collect()
 }
 
 /// A command's own policy (a session's mode) on its call: the name, which a server that
@@ -70,5 +93,37 @@ pub(super) fn per_call_policy(params: &mut Value, request: &CommandRequest) {
             params["sandbox_policy"] = sandbox_policy_to_json(policy);
         }
         _ => params["sandbox"] = json!(FULL_ACCESS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hostile_servers_description_and_warnings_are_printable_and_bounded() {
+        let transport = Transport::direct(vec!["x".into()]);
+        let sandbox = Sandbox::new(SandboxPolicy::workspace_write());
+        let result = json!({"sandbox_applied": {
+            "description": "workspace-write\u{1b}[2J, network off",
+            "landlock_abi": 7,
+            "warnings": vec!["x".repeat(5000); 100],
+        }});
+        let (applied, warnings) = applied(Some(&sandbox), &result, "s", &transport).unwrap();
+        assert_eq!(
+            applied.as_deref(),
+            Some("workspace-write[2J, network off; Landlock ABI 7")
+        );
+        assert_eq!(warnings.len(), MAX_WARNINGS);
+        assert!(warnings.iter().all(|w| w.len() == MAX_TEXT));
+        let old = json!({"sandbox": [FULL_ACCESS]});
+        let refused = applied_err(&sandbox, &old, &transport);
+        assert!(refused.contains("`s` applies no sandbox"), "{refused}");
+    }
+
+    fn applied_err(sandbox: &Sandbox, result: &Value, transport: &Transport) -> String {
+        applied(Some(sandbox), result, "s", transport)
+            .unwrap_err()
+            .to_string()
     }
 }

@@ -200,7 +200,8 @@ fn unenforceable(via: fn(&Fixture) -> Option<Via>) {
     assert_denied(&sh(&env, &tcp_connect(port)));
 }
 
-/// A session's mode (read-only) on a command of a full-access connection: denied there.
+/// A session's mode (read-only) on a command and a background process of a full-access
+/// connection: denied there; without it the same write succeeds.
 fn per_call_policy(via: fn(&Fixture) -> Option<Via>) {
     let f = fixture();
     let Some(via) = via(&f) else { return };
@@ -214,6 +215,15 @@ fn per_call_policy(via: fn(&Fixture) -> Option<Via>) {
         .unwrap();
     assert!(result.sandbox_denied, "{result:?}");
     assert!(!f.ws.join("mode.txt").exists());
+    // A background process started under the mode's policy is denied alike.
+    let request = CommandRequest::new("echo x > bg.txt", Duration::from_secs(60))
+        .with_sandbox_policy(SandboxPolicy::ReadOnly);
+    let process = env
+        .start_background(&request, 4096, Box::new(|_| {}))
+        .unwrap();
+    let exit = process.wait(GENEROUS, &CancelToken::new()).unwrap();
+    assert!(exit.is_some_and(|r| r.exit_code != Some(0)));
+    assert!(!f.ws.join("bg.txt").exists());
     let request = CommandRequest::new("echo x > mode.txt", Duration::from_secs(60));
     let result = env
         .exec_command(&request, &|_, _| {}, &CancelToken::new())
@@ -283,4 +293,34 @@ fn a_container_that_filters_landlock_refuses_required_and_warns_best_effort() {
         env.warnings()
     );
     assert_ok(&sh(&env, "echo runs"));
+}
+
+/// The target's warnings reach the session: a `WARNING` event (code `sandbox`) at start,
+/// as for the local sandbox.
+#[test]
+fn the_targets_sandbox_warnings_are_the_sessions_warning_events() {
+    use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
+    use agentloop::session::{EventKind, Session, SessionConfig};
+
+    let f = fixture();
+    let sandbox = Sandbox::new(SandboxPolicy::workspace_write())
+        .with_enforcement(Enforcement::BestEffort)
+        .with_landlock_abi_at_most(0);
+    let env = Via::Stdio.connect(&f, sandbox).unwrap();
+    let model = ScriptedModel::new(vec![ScriptedTurn::text("done")]);
+    let session = Session::new(
+        support::session::profile(),
+        std::sync::Arc::new(env),
+        support::client_for(model),
+        SessionConfig::default(),
+    )
+    .unwrap();
+    let mut events = session.events();
+    session.submit("hi").unwrap();
+    let seen = support::session::collect_input(&mut events);
+    let warned = seen.iter().any(|e| {
+        matches!(&e.kind, EventKind::Warning { message, code }
+            if code == "sandbox" && message.contains("Landlock is not available"))
+    });
+    assert!(warned, "{seen:?}");
 }
