@@ -56,6 +56,15 @@ pub(super) fn applied(
         detail: format!("hello: sandbox_applied: {detail}"),
     };
     let description = str_field(applied, "description").map_err(malformed)?;
+    // Another sandbox than the one asked for (a connection set up before) is none of ours.
+    let asked = sandbox.to_string();
+    if !description.starts_with(&asked) {
+        let detail = format!(
+            "`{server}` applied `{}`, not `{asked}`",
+            printable(description)
+        );
+        return Err(refused(transport, detail));
+    }
     let abi = applied["landlock_abi"].as_u64().unwrap_or(0);
     let warnings = strings_from_json(applied, "warnings").map_err(malformed)?;
     // Shown in the header and as events: a hostile server's words stay printable and short.
@@ -105,17 +114,24 @@ mod tests {
         let transport = Transport::direct(vec!["x".into()]);
         let sandbox = Sandbox::new(SandboxPolicy::workspace_write());
         let result = json!({"sandbox_applied": {
-            "description": "workspace-write\u{1b}[2J, network off",
+            "description": "workspace-write, network off\u{1b}[2J",
             "landlock_abi": 7,
             "warnings": vec!["x".repeat(5000); 100],
         }});
         let (applied, warnings) = applied(Some(&sandbox), &result, "s", &transport).unwrap();
         assert_eq!(
             applied.as_deref(),
-            Some("workspace-write[2J, network off; Landlock ABI 7")
+            Some("workspace-write, network off[2J; Landlock ABI 7")
         );
         assert_eq!(warnings.len(), MAX_WARNINGS);
         assert!(warnings.iter().all(|w| w.len() == MAX_TEXT));
+        let other = json!({"sandbox_applied": {
+            "description": "full-access, network on", "landlock_abi": 0, "warnings": []}});
+        let refused = applied_err(&sandbox, &other, &transport);
+        assert!(
+            refused.contains("not `workspace-write, network off`"),
+            "{refused}"
+        );
         let old = json!({"sandbox": [FULL_ACCESS]});
         let refused = applied_err(&sandbox, &old, &transport);
         assert!(refused.contains("`s` applies no sandbox"), "{refused}");
