@@ -89,11 +89,6 @@ impl Transport {
         server_command: Option<&str>,
     ) -> io::Result<Transport> {
         check_name(kind, "container", target)?;
-        let runtime = options.runtime.as_deref().unwrap_or(Path::new(kind.name()));
-        // The runtime first, on the PATH the transport process gets (this process's,
-        // filtered): a missing one is an error before the exec-server is read and hashed.
-        let env = Transport::direct(Vec::new()).env;
-        let runtime = resolve_runtime(kind, runtime, env.get("PATH"))?;
         let bootstrap = options
             .bootstrap
             .as_deref()
@@ -112,8 +107,12 @@ impl Transport {
         if server.is_empty() {
             return Err(invalid(kind, "the server command is empty".to_string()));
         }
-        let runtime = runtime.to_string_lossy().into_owned();
-        let mut argv = vec![runtime.clone(), "exec".into(), "-i".into()];
+        let runtime = options.runtime.as_deref().unwrap_or(Path::new(kind.name()));
+        let mut argv = vec![
+            runtime.to_string_lossy().into_owned(),
+            "exec".into(),
+            "-i".into(),
+        ];
         let label = match kind {
             ContainerKind::Podman | ContainerKind::Docker => {
                 for (flag, value) in [("--user", &options.user), ("--workdir", &options.workdir)] {
@@ -167,6 +166,10 @@ impl Transport {
             }
         };
         let mut transport = Transport::direct(argv).with_label(label);
+        // Looked up on the PATH the transport process gets (this process's, filtered).
+        let found = resolve_runtime(kind, runtime, transport.env.get("PATH"))?;
+        let runtime = found.to_string_lossy().into_owned();
+        transport.argv[0] = runtime.clone();
         transport.bootstrap = bootstrap;
         transport.status = Some(status_argv(kind, runtime, target, options));
         Ok(transport)

@@ -29,13 +29,8 @@ fn replies() -> Vec<Reply> {
 }
 
 fn agent(server: &Server, remote_args: &[String]) -> Command {
-    agent_at(&agentloop(), server, remote_args)
-}
-
-/// [`agent`], running the `agentloop` at `program`.
-fn agent_at(program: &std::path::Path, server: &Server, remote_args: &[String]) -> Command {
     let home = std::env::temp_dir();
-    let mut command = Command::new(program);
+    let mut command = Command::new(agentloop());
     command
         .args(["--provider", "anthropic", "--base-url", &server.url()])
         .args(remote_args)
@@ -152,22 +147,12 @@ fn the_agent_runs_its_tools_through_a_podman_url() {
     let Some(container) = Container::start(&["-v", &mount]) else {
         return;
     };
-    // The CLI copies in the exec-server beside it: here the stripped one beside a link to
-    // the CLI, not the 80 MB debug build, whose checksum alone takes seconds.
-    let install = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let cli = install.path().join("agentloop");
-    std::fs::hard_link(agentloop(), &cli).unwrap();
-    std::fs::hard_link(
-        stripped_server(),
-        install.path().join("agentloop-exec-server"),
-    )
-    .unwrap();
     let server = Server::start(replies());
     let args = vec![
         "--remote".to_string(),
         format!("podman://{}{dir}", container.name),
     ];
-    let ran = run_command(agent_at(&cli, &server, &args), "");
+    let ran = run_command(agent(&server, &args), "");
     let output = ran.all_output();
     assert_eq!(ran.status, Some(0), "{output}");
     assert_eq!(
