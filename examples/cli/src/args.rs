@@ -82,7 +82,8 @@ OPTIONS:
                             ask: ask on the terminal before each shell command or write
                             (refused when there is no terminal)
     --sandbox MODE          read-only | workspace-write (default) | full-access: what
-                            commands and file tools may write (Landlock + seccomp on Linux)
+                            commands and file tools may write (Landlock + seccomp on Linux;
+                            with --remote, applied by the exec-server on its side)
     --network on|off        whether commands may use the network (default: off under a
                             sandbox, on with full-access; off with full-access is refused)
     --allow-unix-socket PATH

@@ -215,17 +215,6 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
             return EXIT_ERROR;
         }
     };
-    if remote.is_some()
-        && options
-            .sandbox
-            .as_deref()
-            .is_some_and(|s| s != "full-access")
-    {
-        return usage_error(
-            "--sandbox applies to tools on this machine; with --remote the exec-server runs \
-             them with full access (contain it on the remote side)",
-        );
-    }
     let baseline = match patch_baseline(&options, &setup.cwd, remote.is_some()) {
         Ok(baseline) => baseline,
         Err(err) => return usage_error(&err),
@@ -233,7 +222,7 @@ fn run(keys: &HashMap<String, String>, control: &Arc<Control>, ctrl_c: &CtrlC) -
     let model_label = format!("agentloop/{}", setup.profile.model);
     // Where the tools run, and how the header names it.
     let (env, mut place): (Arc<dyn ExecutionEnvironment>, String) = match remote {
-        Some((env, header)) => (env, format!("{header} · no sandbox (remote)")),
+        Some((env, header)) => (env, header),
         None => match sandbox::environment(&options, &setup.cwd) {
             Ok(local) => {
                 let place = format!("{} · {}", setup.cwd.display(), sandbox::describe(&local));

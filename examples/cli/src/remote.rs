@@ -1,11 +1,14 @@
-//! `--remote` (ssh and container URLs) and `--remote-command`: the execution environment of the `agentloop` CLI when
-//! the tools run elsewhere, and what the header shows for it. It never starts anything
-//! but the transport (through the library) and never reads the remote side itself.
+//! `--remote` (ssh and container URLs) and `--remote-command`: the execution environment
+//! of the `agentloop` CLI when the tools run elsewhere, under the `--sandbox` the
+//! exec-server applies on its side, and what the header shows for it. It never starts
+//! anything but the transport (through the library) and never reads the remote side itself.
 
 use std::sync::Arc;
 
 use agentloop::exec::ExecutionEnvironment;
-use agentloop::exec::remote::{ContainerOptions, RemoteExecutionEnvironment, Transport};
+use agentloop::exec::remote::{
+    ContainerOptions, RemoteError, RemoteExecutionEnvironment, Transport,
+};
 
 use crate::args::Options;
 
@@ -42,9 +45,22 @@ pub fn environment(options: &Options) -> Result<Option<Remote>, String> {
         }
         (None, None) => return Ok(None),
     };
-    let env = RemoteExecutionEnvironment::connect(transport, dir.as_deref())
-        .map_err(|e| format!("cannot reach the remote exec-server: {e}"))?;
-    let header = format!("{} {}", env.label(), env.working_directory().display());
+    let sandbox = crate::sandbox::sandbox(options);
+    let env = RemoteExecutionEnvironment::connect_sandboxed(transport, dir.as_deref(), sandbox)
+        .map_err(|e| match RemoteError::of(&e) {
+            Some(RemoteError::Sandbox { .. }) => format!("{e}; {}", crate::sandbox::RETRY),
+            _ => format!("cannot reach the remote exec-server: {e}"),
+        })?;
+    // The header names the sandbox the remote side applied, in its words.
+    let sandbox = match env.applied_sandbox() {
+        Some(applied) => format!("sandbox {applied} (remote)"),
+        None => "no sandbox (full access)".to_string(),
+    };
+    let header = format!(
+        "{} {} · {sandbox}",
+        env.label(),
+        env.working_directory().display()
+    );
     Ok(Some((Arc::new(env), header)))
 }
 

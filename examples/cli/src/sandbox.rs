@@ -1,6 +1,7 @@
 //! The CLI's sandbox: `--sandbox`, `--network`, `--sandbox-best-effort`,
 //! `--allow-unix-socket` turned into the
-//! library's [`Sandbox`] on the local environment. It never runs anything unsandboxed that
+//! library's [`Sandbox`] on the local environment, or sent to the remote exec-server, which
+//! applies it on its side. It never runs anything unsandboxed that
 //! the user did not ask for: a kernel that cannot enforce the policy is an error unless
 //! `--sandbox-best-effort` is given.
 
@@ -25,6 +26,18 @@ pub fn environment(
     options: &Options,
     cwd: &std::path::Path,
 ) -> Result<LocalExecutionEnvironment, String> {
+    LocalExecutionEnvironment::new(cwd)
+        .map_err(|e| e.to_string())?
+        .with_sandbox(sandbox(options))
+        .map_err(|e| format!("{e}; {RETRY}"))
+}
+
+/// What a user whose sandbox cannot be enforced may choose instead.
+pub const RETRY: &str = "run with --sandbox-best-effort to run anyway, or --sandbox full-access";
+
+/// The sandbox the options ask for, locally or sent to a remote exec-server (whose side
+/// applies it, its working directory the writable root).
+pub fn sandbox(options: &Options) -> Sandbox {
     let policy = match options.sandbox.as_deref() {
         Some("read-only") => SandboxPolicy::ReadOnly,
         Some("full-access") => SandboxPolicy::FullAccess,
@@ -40,12 +53,7 @@ pub fn environment(
     for socket in &options.allowed_sockets {
         sandbox = sandbox.with_allowed_socket(socket);
     }
-    LocalExecutionEnvironment::new(cwd)
-        .map_err(|e| e.to_string())?
-        .with_sandbox(sandbox)
-        .map_err(|e| {
-            format!("{e}; run with --sandbox-best-effort to run anyway, or --sandbox full-access")
-        })
+    sandbox
 }
 
 /// The header's words for the sandbox: `sandbox workspace-write, network off`.

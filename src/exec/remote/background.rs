@@ -49,8 +49,8 @@ impl RemoteExecutionEnvironment {
             "env": request.env,
             "output_limit": output_limit,
             "stdin": request.stdin.as_deref().map(encode_base64),
-            "sandbox": super::FULL_ACCESS,
         });
+        super::sandbox::per_call_policy(&mut params, request);
         if let Some(policy) = &self.env_policy {
             params["env_policy"] = policy_to_json(policy);
         }

@@ -89,10 +89,8 @@ impl ExecutionEnvironment for RemoteExecutionEnvironment {
             "timeout_ms": request.timeout.as_millis() as u64,
             "working_dir": request.working_dir.as_deref().map(path_param).transpose()?,
             "env": request.env,
-            // The call's own policy travels with it; a server that cannot enforce it
-            // refuses the call (version 1 servers enforce only full access).
-            "sandbox": request.sandbox.as_ref().map_or(super::FULL_ACCESS, |p| p.name()),
         });
+        super::sandbox::per_call_policy(&mut params, request);
         if let Some(policy) = &self.env_policy {
             params["env_policy"] = policy_to_json(policy);
         }
@@ -155,6 +153,10 @@ impl ExecutionEnvironment for RemoteExecutionEnvironment {
         let params = json!({"pattern": pattern, "path": path_param(path)?});
         let result = self.call("search/glob", params)?;
         decoded("search/glob", strings_from_json(&result, "paths"))
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.info.warnings.clone()
     }
 
     fn working_directory(&self) -> &Path {

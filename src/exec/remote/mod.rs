@@ -7,7 +7,8 @@
 //! (`src/exec/remote/protocol.rs`). The transport is started only through `StdioChild`
 //! (own process group, bounded stderr tail, group ended on drop). This module never reads
 //! the local machine on the remote environment's behalf: platform, OS version and
-//! working directory come from the server's `hello`.
+//! working directory come from the server's `hello`. A session's sandbox travels in
+//! `hello` ([`RemoteExecutionEnvironment::connect_sandboxed`]): the server enforces it.
 
 mod background;
 mod bootstrap;
@@ -35,10 +36,10 @@ use serde_json::{Value, json};
 
 use self::codec::*;
 use self::connection::{Connection, Incoming};
-use self::protocol::{FULL_ACCESS, PROTOCOL_VERSION};
+use self::protocol::{FULL_ACCESS, PROTOCOL_VERSION, sandbox_to_json};
 use super::local::env;
 use super::process::child::StdioChildSpec;
-use super::{EnvPolicy, LocalExecutionEnvironment};
+use super::{EnvPolicy, LocalExecutionEnvironment, Sandbox, SandboxPolicy};
 use crate::base64::encode as encode_base64;
 
 pub use container::{ContainerKind, ContainerOptions};
@@ -118,6 +119,15 @@ pub enum RemoteError {
         /// What failed (a target that cannot run the binary says its machine).
         detail: String,
     },
+    /// The session's sandbox cannot run there: the server applies no sandbox policies (a
+    /// version 2 server from before they travelled), its kernel cannot enforce a
+    /// [`Required`](crate::exec::Enforcement::Required) one, or it would loosen the server's own.
+    Sandbox {
+        /// The transport, as its label shows it.
+        transport: String,
+        /// Why, in the server's words where it gave them.
+        detail: String,
+    },
     /// The server refused a call (a protocol error code other than a failed operation).
     Refused {
         /// The method called.
@@ -144,7 +154,7 @@ impl RemoteError {
             RemoteError::Malformed { .. } | RemoteError::LineTooLong { .. } => {
                 io::ErrorKind::InvalidData
             }
-            RemoteError::Version { .. } => io::ErrorKind::Unsupported,
+            RemoteError::Version { .. } | RemoteError::Sandbox { .. } => io::ErrorKind::Unsupported,
             RemoteError::NoAnswer { .. } | RemoteError::NoHello { .. } => io::ErrorKind::TimedOut,
             RemoteError::Refused { .. } => io::ErrorKind::InvalidInput,
         }
@@ -171,6 +181,11 @@ impl fmt::Display for RemoteError {
             RemoteError::Malformed { detail } => {
                 write!(f, "the exec-server broke the protocol: {detail}")
             }
+            RemoteError::Sandbox { transport, detail } => write!(
+                f,
+                "the session's sandbox cannot be applied by the exec-server (`{transport}`): \
+                 {detail}"
+            ),
             RemoteError::LineTooLong { limit } => write!(
                 f,
                 "the exec-server sent a protocol line over the {limit}-byte cap; the \
@@ -383,6 +398,10 @@ struct ServerInfo {
     platform: String,
     os_version: String,
     max_timeout: Duration,
+    /// The sandbox the server applied, as the header names it (`None`: none asked).
+    applied: Option<String>,
+    /// What the server's kernel does not enforce of it.
+    warnings: Vec<String>,
 }
 
 /// Runs tools through an exec-server (see the module docs).
@@ -404,6 +423,8 @@ pub struct RemoteExecutionEnvironment {
     env_policy: Option<EnvPolicy>,
     kill_grace: Option<Duration>,
     call_timeout: Duration,
+    /// The session's sandbox, sent in every `hello` (`None`: full access, nothing sent).
+    sandbox: Option<Sandbox>,
 }
 
 impl fmt::Debug for RemoteExecutionEnvironment {
@@ -422,8 +443,30 @@ impl RemoteExecutionEnvironment {
         transport: Transport,
         working_dir: Option<&Path>,
     ) -> io::Result<RemoteExecutionEnvironment> {
+        RemoteExecutionEnvironment::connect_sandboxed(
+            transport,
+            working_dir,
+            Sandbox::new(SandboxPolicy::FullAccess),
+        )
+    }
+
+    /// [`connect`](Self::connect), with every command and file write of the connection
+    /// run under `sandbox` on the server's side, as the local sandbox runs them: its paths
+    /// are the target's, the remote working directory its writable root. What the server's
+    /// kernel does not enforce is refused ([`Enforcement::Required`]: a
+    /// [`RemoteError::Sandbox`]) or named by [`warnings`](crate::exec::ExecutionEnvironment::warnings)
+    /// ([`Enforcement::BestEffort`]), as locally; so is a server that applies no sandbox.
+    ///
+    /// [`Enforcement::Required`]: crate::exec::Enforcement::Required
+    /// [`Enforcement::BestEffort`]: crate::exec::Enforcement::BestEffort
+    pub fn connect_sandboxed(
+        transport: Transport,
+        working_dir: Option<&Path>,
+        sandbox: Sandbox,
+    ) -> io::Result<RemoteExecutionEnvironment> {
+        let sandbox = (*sandbox.policy() != SandboxPolicy::FullAccess).then_some(sandbox);
         let requested_dir = working_dir.map(Path::to_path_buf);
-        let (connection, info) = handshake(&transport, requested_dir.as_deref())?;
+        let (connection, info) = handshake(&transport, requested_dir.as_deref(), sandbox.as_ref())?;
         Ok(RemoteExecutionEnvironment {
             transport,
             requested_dir: Some(requested_dir.unwrap_or_else(|| info.working_dir.clone())),
@@ -432,7 +475,14 @@ impl RemoteExecutionEnvironment {
             env_policy: None,
             kill_grace: None,
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            sandbox,
         })
+    }
+
+    /// The sandbox the exec-server applies, as it described it with its Landlock ABI
+    /// (`workspace-write, network off; Landlock ABI 7`); `None` without one.
+    pub fn applied_sandbox(&self) -> Option<&str> {
+        self.info.applied.as_deref()
     }
 
     /// Sends this env policy with every command (the server's default otherwise).
@@ -493,7 +543,8 @@ impl RemoteExecutionEnvironment {
             return Ok(Arc::clone(connection));
         }
         slot.take();
-        let (connection, _) = handshake(&self.transport, self.requested_dir.as_deref())?;
+        let dir = self.requested_dir.as_deref();
+        let (connection, _) = handshake(&self.transport, dir, self.sandbox.as_ref())?;
         let connection = Arc::new(connection);
         *slot = Some(Arc::clone(&connection));
         Ok(connection)
@@ -522,6 +573,7 @@ impl RemoteExecutionEnvironment {
 fn handshake(
     transport: &Transport,
     working_dir: Option<&Path>,
+    sandbox: Option<&Sandbox>,
 ) -> Result<(Connection, ServerInfo), RemoteError> {
     let (program, args) = transport
         .argv
@@ -545,7 +597,8 @@ fn handshake(
         transport.status.clone(),
     )?;
     // A failed handshake leaves no command running: the transport is ended at once.
-    let info = hello(&connection, transport, working_dir).inspect_err(|_| connection.abandon())?;
+    let info = hello(&connection, transport, working_dir, sandbox)
+        .inspect_err(|_| connection.abandon())?;
     Ok((connection, info))
 }
 
@@ -554,10 +607,14 @@ fn hello(
     connection: &Connection,
     transport: &Transport,
     working_dir: Option<&Path>,
+    sandbox: Option<&Sandbox>,
 ) -> Result<ServerInfo, RemoteError> {
     let mut params = json!({"protocol_version": PROTOCOL_VERSION, "client": SERVER_NAME});
     if let Some(dir) = working_dir {
         params["working_directory"] = json!(dir.to_string_lossy());
+    }
+    if let Some(sandbox) = sandbox {
+        params["sandbox"] = sandbox_to_json(sandbox);
     }
     let call = connection.start("hello", params)?;
     let waited = transport.hello_timeout;
@@ -583,6 +640,11 @@ fn hello(
             let supported = data.and_then(|d| d["supported"].as_u64()).unwrap_or(0);
             return Err(version_error("(refused our version)", supported));
         }
+        Incoming::Failed(protocol::IO_ERROR, message, Some(data))
+            if sandbox.is_some() && sandbox::refused_by_server(&data) =>
+        {
+            return Err(sandbox::refused(transport, message));
+        }
         Incoming::Failed(code, message, _) => {
             return Err(RemoteError::Refused {
                 method: "hello".to_string(),
@@ -605,6 +667,7 @@ fn hello(
     let malformed = |detail: Invalid| RemoteError::Malformed {
         detail: format!("hello: {detail}"),
     };
+    let (applied, warnings) = sandbox::applied(sandbox, &result, server, transport)?;
     let info = ServerInfo {
         working_dir: PathBuf::from(str_field(&result, "working_directory").map_err(malformed)?),
         platform: str_field(&result, "platform")
@@ -616,6 +679,8 @@ fn hello(
         max_timeout: Duration::from_millis(
             u64_field(&result, "max_command_timeout_ms").map_err(malformed)?,
         ),
+        applied,
+        warnings,
     };
     Ok(info)
 }
@@ -679,6 +744,7 @@ fn path_param(path: &Path) -> io::Result<Value> {
 }
 
 mod environment;
+mod sandbox;
 
 #[cfg(test)]
 mod tests {

@@ -18,14 +18,14 @@
 //! Every request has an integer `id` chosen by the client; responses carry the same `id`
 //! and may arrive in any order: one connection carries many calls at once, and the server
 //! runs each call on its own thread. Paths are strings, relative ones resolved against
-//! the working directory the `hello` call set. Each call may carry `"sandbox"`; version 2
-//! knows only `"full-access"` (the default) and refuses any other value with `-32602`,
-//! so a policy is never silently dropped.
+//! the working directory the `hello` call set. Each call may carry `"sandbox"`, a policy
+//! name (see "Sandbox" below); a server refuses a name it does not know with `-32602`, so
+//! a policy is never silently dropped.
 //!
 //! | method | params | result |
 //! |---|---|---|
-//! | `hello` | `protocol_version` (2), `client` (name), `working_directory` (optional, absolute) | `protocol_version`, `server`, `working_directory`, `platform`, `os_version`, `max_command_timeout_ms`, `max_line_bytes`, `sandbox` (list of known policies) |
-//! | `process/start` | `command`, `timeout_ms`, `working_dir`?, `env` (object)?, `env_policy` {`inherit`: `all`/`core`/`nothing`, `include`, `exclude`}?, `kill_grace_ms`? | the command's result once it has ended: `stdout`, `stderr`, `exit_code`, `signal`, `timed_out`, `cancelled`, `duration_us`, `stdout_bytes`, `stderr_bytes`, `capture_truncated`, `escaped_processes` |
+//! | `hello` | `protocol_version` (2), `client` (name), `working_directory` (optional, absolute), `sandbox` (a sandbox object, below)? | `protocol_version`, `server`, `working_directory`, `platform`, `os_version`, `max_command_timeout_ms`, `max_line_bytes`, `sandbox` (list of known policies), `sandbox_applied`? |
+//! | `process/start` | `command`, `timeout_ms`, `working_dir`?, `env` (object)?, `env_policy` {`inherit`: `all`/`core`/`nothing`, `include`, `exclude`}?, `kill_grace_ms`?, `sandbox_policy` (a policy object, below)? | the command's result once it has ended: `stdout`, `stderr`, `exit_code`, `signal`, `timed_out`, `cancelled`, `duration_us`, `stdout_bytes`, `stderr_bytes`, `capture_truncated`, `escaped_processes`, `sandbox_denied` |
 //! | `fs/readFile` | `path`, `offset`?, `limit`? | `text`, `size`, `total_lines` |
 //! | `fs/readBytes` | `path` | `data` (base64) |
 //! | `fs/writeFile` | `path`, `data` (base64) | `{}` (atomic, as the local environment) |
@@ -66,6 +66,27 @@
 //! is cancelled like a command, with `process/cancel` {`call`}. An unknown `id` is error
 //! `-32000` with kind `NotFound`.
 //!
+//! # Sandbox
+//!
+//! A client whose session has a sandbox sends it in `hello` as `sandbox`: {`policy`:
+//! `read-only`/`workspace-write`/`full-access`, `writable_roots` (paths on the server's
+//! side), `include_tmp`, `network`: `on`/`off`, `enforcement`: `required`/`best-effort`,
+//! `protected` (paths), `allowed_sockets` (paths), `landlock_abi_at_most`?}. The server
+//! runs every later call of the connection under it, exactly as the local sandbox does
+//! (the working directory is the writable root; commands under Landlock, seccomp and
+//! their mount namespace, file writes beneath the roots). A sandbox the server's kernel
+//! cannot enforce fails `hello` with `-32000` (kind `Unsupported`) when `required`, and
+//! is named in `sandbox_applied` when `best-effort`: {`description` (`workspace-write,
+//! network off`), `landlock_abi`, `warnings` (what is not enforced)}. A server that
+//! answers without `sandbox_applied` applies none: the client refuses it. A server whose
+//! own sandbox the client's would loosen refuses `hello`.
+//!
+//! A command's own policy (a session's mode) is the call's `sandbox` name, with the whole
+//! policy {`policy`, `writable_roots`, `include_tmp`} as `sandbox_policy`: it may only
+//! narrow the connection's sandbox. `full-access`, or none, is the connection's sandbox.
+//! Version 2 servers before sandboxes know only `full-access` and answer `hello` with
+//! `sandbox: ["full-access"]`.
+//!
 //! # Errors
 //!
 //! | code | meaning |
@@ -90,8 +111,11 @@
 //! on a timeout), answers them, and exits.
 
 use std::io::{self, BufRead};
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
+
+use crate::exec::{Enforcement, Network, Sandbox, SandboxPolicy};
 
 /// The protocol version this crate speaks (client and server).
 pub const PROTOCOL_VERSION: u64 = 2;
@@ -99,8 +123,10 @@ pub const PROTOCOL_VERSION: u64 = 2;
 pub(crate) const MAX_LINE: usize = 32 * 1024 * 1024;
 /// The most calls the server runs at once; more are refused with `-32003`.
 pub(crate) const MAX_IN_FLIGHT: usize = 64;
-/// The only sandbox policy this version knows.
+/// The policy name a call carries when it asks for no policy of its own.
 pub(crate) const FULL_ACCESS: &str = "full-access";
+/// The policies a server that applies sandboxes knows, as `hello` lists them.
+pub(crate) const POLICIES: [&str; 3] = [FULL_ACCESS, "read-only", "workspace-write"];
 
 pub(crate) const PARSE_ERROR: i64 = -32700;
 pub(crate) const INVALID_REQUEST: i64 = -32600;
@@ -257,6 +283,110 @@ pub(crate) fn kind_from_name(name: &str) -> io::ErrorKind {
         .unwrap_or(Other)
 }
 
+/// A policy as the protocol carries it: {`policy`, `writable_roots`, `include_tmp`}.
+pub(crate) fn sandbox_policy_to_json(policy: &SandboxPolicy) -> Value {
+    let mut value = json!({"policy": policy.name()});
+    if let SandboxPolicy::WorkspaceWrite {
+        writable_roots,
+        include_tmp,
+    } = policy
+    {
+        value["writable_roots"] = json!(paths_to_json(writable_roots));
+        value["include_tmp"] = json!(include_tmp);
+    }
+    value
+}
+
+/// The policy of a [`sandbox_policy_to_json`] value.
+pub(crate) fn sandbox_policy_from_json(value: &Value) -> Result<SandboxPolicy, String> {
+    match value.get("policy").and_then(Value::as_str) {
+        Some("read-only") => Ok(SandboxPolicy::ReadOnly),
+        Some("full-access") => Ok(SandboxPolicy::FullAccess),
+        Some("workspace-write") => Ok(SandboxPolicy::WorkspaceWrite {
+            writable_roots: paths_from_json(value, "writable_roots")?,
+            include_tmp: value
+                .get("include_tmp")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+        }),
+        Some(other) => Err(format!("unknown sandbox policy `{other}`")),
+        None => Err("a sandbox needs `policy`".to_string()),
+    }
+}
+
+/// A whole sandbox as `hello` carries it (see "Sandbox" in the module docs).
+pub(crate) fn sandbox_to_json(sandbox: &Sandbox) -> Value {
+    let mut value = sandbox_policy_to_json(&sandbox.policy);
+    value["network"] = json!(match sandbox.network {
+        Network::On => "on",
+        Network::Off => "off",
+    });
+    value["enforcement"] = json!(match sandbox.enforcement {
+        Enforcement::Required => "required",
+        Enforcement::BestEffort => "best-effort",
+    });
+    value["protected"] = json!(paths_to_json(&sandbox.extra_protected));
+    value["allowed_sockets"] = json!(paths_to_json(&sandbox.allowed_sockets));
+    value["landlock_abi_at_most"] = json!(sandbox.assumed_abi);
+    value
+}
+
+/// The sandbox of a [`sandbox_to_json`] value; unknown words are errors, never defaults.
+pub(crate) fn sandbox_from_json(value: &Value) -> Result<Sandbox, String> {
+    let mut sandbox = Sandbox::new(sandbox_policy_from_json(value)?);
+    sandbox.network = match value.get("network").and_then(Value::as_str) {
+        Some("on") => Network::On,
+        Some("off") => Network::Off,
+        other => {
+            return Err(format!(
+                "sandbox `network` must be on or off, not {other:?}"
+            ));
+        }
+    };
+    sandbox.enforcement = match value.get("enforcement").and_then(Value::as_str) {
+        Some("required") => Enforcement::Required,
+        Some("best-effort") => Enforcement::BestEffort,
+        other => {
+            return Err(format!(
+                "sandbox `enforcement` must be required or best-effort, not {other:?}"
+            ));
+        }
+    };
+    sandbox.extra_protected = paths_from_json(value, "protected")?;
+    sandbox.allowed_sockets = paths_from_json(value, "allowed_sockets")?;
+    sandbox.assumed_abi = match value.get("landlock_abi_at_most") {
+        None | Some(Value::Null) => None,
+        Some(abi) => Some(
+            abi.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or("sandbox `landlock_abi_at_most` must be a small integer")?,
+        ),
+    };
+    Ok(sandbox)
+}
+
+fn paths_to_json(paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
+}
+
+fn paths_from_json(value: &Value, name: &str) -> Result<Vec<PathBuf>, String> {
+    match value.get(name) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .map(PathBuf::from)
+                    .ok_or_else(|| format!("sandbox `{name}` must hold path strings"))
+            })
+            .collect(),
+        Some(_) => Err(format!("sandbox `{name}` must be a list of paths")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +428,35 @@ mod tests {
         assert_eq!(read_line(&mut reader, &mut buf, 10).unwrap(), Line::TooLong);
         assert!(reader.position() <= 10, "{}", reader.position());
         assert!(!skip_line(&mut reader).unwrap(), "no newline: end of input");
+    }
+
+    #[test]
+    fn a_sandbox_travels_whole_and_a_bad_one_is_an_error() {
+        let sandbox = Sandbox::new(SandboxPolicy::WorkspaceWrite {
+            writable_roots: vec![PathBuf::from("/srv/cache")],
+            include_tmp: false,
+        })
+        .with_network(Network::On)
+        .with_enforcement(Enforcement::BestEffort)
+        .with_protected_path("secrets.toml")
+        .with_allowed_socket("/run/docker.sock")
+        .with_landlock_abi_at_most(3);
+        let value = sandbox_to_json(&sandbox);
+        assert_eq!(sandbox_from_json(&value).unwrap(), sandbox);
+        let read_only = Sandbox::new(SandboxPolicy::ReadOnly);
+        let value = sandbox_to_json(&read_only);
+        assert_eq!(sandbox_from_json(&value).unwrap(), read_only);
+        for (field, bad) in [
+            ("policy", json!("root")),
+            ("network", json!("maybe")),
+            ("enforcement", Value::Null),
+            ("protected", json!([1])),
+            ("landlock_abi_at_most", json!(-1)),
+        ] {
+            let mut value = sandbox_to_json(&read_only);
+            value[field] = bad;
+            assert!(sandbox_from_json(&value).is_err(), "{field}");
+        }
     }
 
     #[test]

@@ -14,12 +14,12 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{Value, json};
 
 use super::codec::*;
-use super::protocol::{Failure, invalid, io_failure, notification};
+use super::protocol::{Failure, invalid, io_failure, notification, sandbox_policy_from_json};
 use crate::base64::encode as encode_base64;
 use crate::cancel::CancelToken;
 use crate::exec::{
     BackgroundProcess, CommandRequest, ExecutionEnvironment, LocalExecutionEnvironment,
-    OutputStream,
+    OutputStream, SandboxPolicy,
 };
 use crate::sync::lock;
 
@@ -56,6 +56,16 @@ pub(super) fn command_of(
         .and_then(Value::as_str)
         .map(Into::into);
     request.env = env_map_from_json(params.get("env")).map_err(invalid)?;
+    // The command's own policy (a session's mode), which may only narrow the connection's
+    // sandbox; `full-access` by name is the connection's own.
+    request.sandbox = match params.get("sandbox_policy").filter(|p| !p.is_null()) {
+        Some(policy) => Some(sandbox_policy_from_json(policy).map_err(invalid)?),
+        None => match params.get("sandbox").and_then(Value::as_str) {
+            Some("read-only") => Some(SandboxPolicy::ReadOnly),
+            Some("workspace-write") => Some(SandboxPolicy::workspace_write()),
+            _ => None,
+        },
+    };
     let mut local = None;
     if let Some(policy) = params.get("env_policy").filter(|p| !p.is_null()) {
         let policy = policy_from_json(policy).map_err(invalid)?;

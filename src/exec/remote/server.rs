@@ -127,6 +127,29 @@ fn run<R: BufRead, W: Write + Send>(
     })
 }
 
+/// `env` under the sandbox a client's `hello` asked for: an error when the server's own
+/// sandbox (a host's `serve_stdio` template) would be loosened, or when the kernel here
+/// cannot enforce a `required` one.
+fn sandboxed(
+    env: LocalExecutionEnvironment,
+    asked: &Value,
+) -> Result<LocalExecutionEnvironment, Failure> {
+    let sandbox = sandbox_from_json(asked).map_err(invalid)?;
+    if let Some(own) = env.sandbox() {
+        if !sandbox.narrows(own) {
+            let text = format!(
+                "the sandbox asked for ({sandbox}) is looser than this server's own ({own})"
+            );
+            return Err(io_failure(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                text,
+            )));
+        }
+    }
+    env.with_sandbox(sandbox)
+        .map_err(|e| io_failure(io::Error::from(e)))
+}
+
 impl<'w, W: Write + Send> Server<'w, W> {
     fn send(&self, message: &Value) {
         if self.broken.load(Ordering::SeqCst) {
@@ -229,11 +252,13 @@ impl<'w, W: Write + Send> Server<'w, W> {
         let Some(env) = self.env.get() else {
             return Err((NOT_INITIALIZED, "call `hello` first".to_string(), None));
         };
-        match params.get("sandbox").and_then(Value::as_str) {
-            None | Some(FULL_ACCESS) => {}
+        match params.get("sandbox") {
+            None => {}
+            Some(Value::String(name)) if POLICIES.contains(&name.as_str()) => {}
             Some(other) => {
                 return Err(invalid(format!(
-                    "sandbox policy `{other}` is not supported by this server (only `{FULL_ACCESS}`)"
+                    "sandbox policy {other} is not known to this server (it knows {})",
+                    POLICIES.join(", ")
                 )));
             }
         }
@@ -320,8 +345,12 @@ impl<'w, W: Write + Send> Server<'w, W> {
             }
             env = env.with_working_dir(dir);
         }
+        let asked = params.get("sandbox").filter(|s| !s.is_null());
+        if let Some(asked) = asked {
+            env = sandboxed(env, asked)?;
+        }
         let env = self.env.get_or_init(|| env);
-        Ok(json!({
+        let mut result = json!({
             "protocol_version": PROTOCOL_VERSION,
             "server": SERVER_NAME,
             "working_directory": env.working_directory().to_string_lossy(),
@@ -329,8 +358,19 @@ impl<'w, W: Write + Send> Server<'w, W> {
             "os_version": env.os_version(),
             "max_command_timeout_ms": env.max_command_timeout().as_millis() as u64,
             "max_line_bytes": MAX_LINE,
-            "sandbox": [FULL_ACCESS],
-        }))
+            "sandbox": POLICIES,
+        });
+        if asked.is_some() {
+            result["sandbox_applied"] = json!({
+                "description": env.sandbox().map_or_else(
+                    || "full-access, network on".to_string(),
+                    ToString::to_string,
+                ),
+                "landlock_abi": env.landlock_abi(),
+                "warnings": env.sandbox_warnings(),
+            });
+        }
+        Ok(result)
     }
 
     fn start(

@@ -115,7 +115,9 @@ pub enum Enforcement {
     BestEffort,
 }
 
-/// A sandbox for [`LocalExecutionEnvironment::with_sandbox`](super::LocalExecutionEnvironment::with_sandbox).
+/// A sandbox for [`LocalExecutionEnvironment::with_sandbox`](super::LocalExecutionEnvironment::with_sandbox),
+/// or for an exec-server to apply on its side
+/// ([`RemoteExecutionEnvironment::connect_sandboxed`](super::remote::RemoteExecutionEnvironment::connect_sandboxed)).
 ///
 /// The library's default is no sandbox ([`SandboxPolicy::FullAccess`]): an embedding host
 /// knows its roots and its network needs, and a default that silently broke its builds
@@ -135,12 +137,13 @@ pub enum Enforcement {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sandbox {
-    policy: SandboxPolicy,
-    network: Network,
-    enforcement: Enforcement,
-    extra_protected: Vec<PathBuf>,
-    assumed_abi: Option<u32>,
-    allowed_sockets: Vec<PathBuf>,
+    // Crate-visible for the exec-server protocol, which carries a sandbox whole.
+    pub(crate) policy: SandboxPolicy,
+    pub(crate) network: Network,
+    pub(crate) enforcement: Enforcement,
+    pub(crate) extra_protected: Vec<PathBuf>,
+    pub(crate) assumed_abi: Option<u32>,
+    pub(crate) allowed_sockets: Vec<PathBuf>,
 }
 
 impl Sandbox {

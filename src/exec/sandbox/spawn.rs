@@ -171,11 +171,13 @@ impl Prepared {
 }
 
 /// Root unshares a mount namespace alone; anyone else a user namespace with it, mapping
-/// its own ids.
+/// its own ids. So does a root without `CAP_SYS_ADMIN`: root in a podman or Docker
+/// container, where a user namespace may still be made (podman's default seccomp profile
+/// allows one) although a bare mount namespace is refused.
 fn namespace_flags() -> (libc::c_int, Option<(CString, CString)>) {
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    if uid == 0 {
+    if uid == 0 && root_unshares_alone() {
         return (libc::CLONE_NEWNS, None);
     }
     let maps = (
@@ -183,6 +185,13 @@ fn namespace_flags() -> (libc::c_int, Option<(CString, CString)>) {
         CString::new(format!("{gid} {gid} 1")).unwrap_or_default(),
     );
     (libc::CLONE_NEWNS | libc::CLONE_NEWUSER, Some(maps))
+}
+
+/// Whether this root process can clone a child into a mount namespace without a user
+/// namespace (probed once per process).
+fn root_unshares_alone() -> bool {
+    static ALONE: OnceLock<bool> = OnceLock::new();
+    *ALONE.get_or_init(|| crate::exec::process::clone::namespaces_available(libc::CLONE_NEWNS))
 }
 
 /// Whether a child can be cloned into a PID namespace of its own (probed once per process).

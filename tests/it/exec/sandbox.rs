@@ -31,19 +31,24 @@ use support::GENEROUS;
 
 /// Writes one `#[test]` per row: `name: policy, need, …;` runs the attempt
 /// `attempts::name`, and `name: policy, need, … => attempt;` runs `attempt` (a function or
-/// closure of the fixture and the sandboxed environment), both through [`escape`]. The
-/// policy is a function below returning a [`SandboxPolicy`]; each need is a `fn() -> bool`
-/// that prints why the test skips when it answers `false`.
+/// closure of the fixture and the sandboxed environment), both through [`escape`] (or the
+/// prelude named by a first `prelude: path;` line: the remote suite's, `sandbox/remote.rs`,
+/// runs the same rows through an exec-server). The policy is a function below returning a
+/// [`SandboxPolicy`]; each need is a `fn() -> bool` that prints why the test skips when it
+/// answers `false`.
 macro_rules! escapes {
     (@attempt $name:ident) => { attempts::$name };
     (@attempt $name:ident $attempt:expr) => { $attempt };
-    ($($name:ident: $policy:ident $(, $need:ident)* $(=> $attempt:expr)?;)*) => {
+    (prelude: $prelude:path; $($name:ident: $policy:ident $(, $need:ident)* $(=> $attempt:expr)?;)*) => {
         $(
             #[test]
             fn $name() {
-                escape($policy(), &[$($need),*], escapes!(@attempt $name $($attempt)?));
+                $prelude($policy(), &[$($need),*], escapes!(@attempt $name $($attempt)?));
             }
         )*
+    };
+    ($($name:ident: $policy:ident $(, $need:ident)* $(=> $attempt:expr)?;)*) => {
+        escapes!(prelude: escape; $($name: $policy $(, $need)* $(=> $attempt)?;)*);
     };
 }
 
@@ -346,6 +351,7 @@ fn best_effort_without_landlock_runs_and_the_session_warns() {
 
 mod host_sockets;
 use host_sockets::{can_bind_in_run, have_ssh_agent};
+mod remote;
 
 /// The attempts of the table's rows, each named after its test.
 mod attempts {
@@ -359,7 +365,7 @@ mod attempts {
 
     pub(super) fn a_shell_write_outside_the_roots_is_denied(
         f: &Fixture,
-        env: LocalExecutionEnvironment,
+        env: impl ExecutionEnvironment,
     ) {
         let target = f.outside.join("new.txt");
         let outcome = sh(&env, &format!("echo x > {}", target.display()));
@@ -375,7 +381,7 @@ mod attempts {
 
     pub(super) fn every_file_tool_writing_outside_the_roots_is_denied(
         f: &Fixture,
-        env: LocalExecutionEnvironment,
+        env: impl ExecutionEnvironment,
     ) {
         let secret = f.outside.join("secret.txt");
         let new = f.outside.join("new.txt");
@@ -414,7 +420,7 @@ mod attempts {
 
     pub(super) fn a_shell_write_into_git_config_hooks_and_agents_md_is_denied(
         f: &Fixture,
-        env: LocalExecutionEnvironment,
+        env: impl ExecutionEnvironment,
     ) {
         let config = read(&f.ws.join(".git/config"));
         for command in [
@@ -436,7 +442,7 @@ mod attempts {
 
     pub(super) fn every_file_tool_writing_into_protected_paths_is_denied(
         f: &Fixture,
-        env: LocalExecutionEnvironment,
+        env: impl ExecutionEnvironment,
     ) {
         symlink(".git", f.ws.join("git_link")).unwrap();
         let attempts = [
@@ -489,7 +495,7 @@ mod attempts {
 
     pub(super) fn a_shell_write_through_a_symlink_to_outside_is_denied(
         f: &Fixture,
-        env: LocalExecutionEnvironment,
+        env: impl ExecutionEnvironment,
     ) {
         symlink(&f.outside, f.ws.join("link")).unwrap();
         let outcome = sh(&env, "echo x > link/escape.txt");

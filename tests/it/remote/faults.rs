@@ -265,7 +265,7 @@ fn the_server_answers_bad_input_with_typed_errors_and_goes_on() {
     let unknown = raw.send(br#"{"jsonrpc":"2.0","id":4,"method":"fs/format","params":{}}"#);
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
     let sandbox = raw.send(
-        br#"{"jsonrpc":"2.0","id":5,"method":"fs/stat","params":{"path":".","sandbox":"read-only"}}"#,
+        br#"{"jsonrpc":"2.0","id":5,"method":"fs/stat","params":{"path":".","sandbox":"root"}}"#,
     );
     assert_eq!(sandbox["error"]["code"], -32602, "{sandbox}");
     let missing = raw

@@ -1,7 +1,8 @@
 //! Bench section `remote`: what RemoteExecutionEnvironment costs per call over the
 //! exec-server as a direct child and over ssh to a private loopback sshd (one connection
 //! reused vs a new `ssh` per call), and 100 concurrent sessions in one process, each with
-//! its own exec-server child, 20 shell rounds each: wall time, peak RSS, threads.
+//! its own exec-server child, 20 shell rounds each: wall time, peak RSS, threads; and
+//! what the session's sandbox, applied by the exec-server, adds to a command.
 //!
 //! Builds the exec-server first (`cargo build --release -p agentloop-cli --bin
 //! agentloop-exec-server`). Medians of
@@ -16,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use agentloop::CancelToken;
 use agentloop::exec::remote::{RemoteExecutionEnvironment, Transport};
-use agentloop::exec::{CommandRequest, ExecutionEnvironment, LocalExecutionEnvironment};
+use agentloop::exec::{
+    CommandRequest, ExecutionEnvironment, LocalExecutionEnvironment, Sandbox, SandboxPolicy,
+};
 use agentloop::llm::Client;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
 use agentloop::profiles::ProviderProfile;
@@ -144,11 +147,47 @@ pub fn run() -> Vec<Row> {
         ),
         "< 1 ms",
     ));
+    rows.extend(sandboxed(&server, dir.path(), &remote));
     drop(remote);
 
     rows.extend(over_ssh(&server, dir.path()));
     rows.extend(many_sessions(&server));
     rows
+}
+
+/// `true` through a stdio exec-server under the CLI's default sandbox (workspace-write,
+/// network off) against `open`, one without, measured in turn.
+fn sandboxed(server: &Path, dir: &Path, open: &dyn ExecutionEnvironment) -> Vec<Row> {
+    let sandbox = Sandbox::new(SandboxPolicy::workspace_write());
+    let remote =
+        match RemoteExecutionEnvironment::connect_sandboxed(direct(server), Some(dir), sandbox) {
+            Ok(remote) => remote,
+            Err(e) => return vec![row("stdio exec-server, sandboxed", e.to_string(), "")],
+        };
+    let time = |env: &dyn ExecutionEnvironment| {
+        let start = Instant::now();
+        trivial(env);
+        start.elapsed()
+    };
+    trivial(&remote);
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        without.push(time(open));
+        with.push(time(&remote));
+    }
+    let (without, with) = (median(without), median(with));
+    vec![
+        row(
+            "stdio exec-server: `true` without / under workspace-write, network off, median of 200",
+            format!("{} / {}", us(without), us(with)),
+            "",
+        ),
+        row(
+            "the sandbox applied remotely, per command",
+            us(with.saturating_sub(without)),
+            "",
+        ),
+    ]
 }
 
 fn over_ssh(server: &Path, dir: &Path) -> Vec<Row> {

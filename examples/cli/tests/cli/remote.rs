@@ -1,13 +1,14 @@
 //! `agentloop --remote-command`: the three-round task with the tools behind an exec-server
 //! (started through `env -C DIR`, a stand-in for `podman exec -i -w DIR ctr`; over ssh to
 //! the private sshd too; a `podman://` URL into a real container), the header naming the
-//! transport; bad remote options are usage errors, a missing container runtime an error.
+//! transport; bad remote options are usage errors, a missing container runtime an error;
+//! `--sandbox workspace-write` denies a write outside the directory on the remote side.
 
 use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use support::podman::Container;
+use support::podman::{Container, SERVER_IN_CONTAINER, stripped_server};
 use support::sshd::Sshd;
 
 use crate::{agentloop, exec_server, run_command};
@@ -173,4 +174,75 @@ fn the_agent_runs_its_tools_through_a_podman_url() {
     }
     let placed = container.sh("ls /tmp/agentloop");
     assert!(placed.starts_with("agentloop-exec-server-"), "{placed}");
+}
+
+/// `--sandbox workspace-write` through `args` (the working directory `dir`): the model's
+/// write outside the directory is denied on the remote side, the header names the sandbox
+/// the exec-server applied, and the run goes on to its answer.
+fn a_write_outside_is_denied_through(args: Vec<String>, work: &std::path::Path) {
+    let outside = work.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let escape = outside.join("escape.txt");
+    let command = format!("echo x > {}", escape.display());
+    let server = Server::start(vec![
+        Reply::sse(turns::anthropic_sse(
+            "",
+            &[function("call_1", "shell", json!({ "command": command }))],
+        )),
+        Reply::sse(turns::anthropic_sse("done", &[])),
+    ]);
+    let mut args = args;
+    args.extend(["--sandbox".to_string(), "workspace-write".to_string()]);
+    let ran = run_command(agent(&server, &args), "");
+    let output = ran.all_output();
+    assert_eq!(ran.status, Some(0), "{output}");
+    assert!(!escape.exists(), "the write escaped");
+    assert!(
+        output.contains("sandbox workspace-write, network off; Landlock ABI")
+            && output.contains("(remote)"),
+        "{output}"
+    );
+    assert!(
+        server.requests()[1]
+            .body_text()
+            .contains("[sandbox: denied"),
+        "{}",
+        server.requests()[1].body_text()
+    );
+}
+
+#[test]
+fn sandbox_workspace_write_denies_a_write_outside_through_a_stdio_transport() {
+    // Not under /tmp, which workspace-write lets commands write.
+    let top = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = top.path().join("ws");
+    std::fs::create_dir(&dir).unwrap();
+    let args = vec![
+        "--remote-command".to_string(),
+        format!("env -C {}", dir.display()),
+        "--remote-server".to_string(),
+        exec_server().display().to_string(),
+    ];
+    a_write_outside_is_denied_through(args, top.path());
+}
+
+#[test]
+fn sandbox_workspace_write_denies_a_write_outside_through_a_podman_url() {
+    // Not under /tmp, which workspace-write lets commands write.
+    let top = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = top.path().join("ws");
+    std::fs::create_dir(&dir).unwrap();
+    let mount = format!("{0}:{0}", top.path().display());
+    // The exec-server mounted in (the bootstrap is the test above's): no 80 MB checksum
+    // of the debug build before the first call.
+    let Some(container) = Container::with_server(&stripped_server(), &["-v", &mount]) else {
+        return;
+    };
+    let args = vec![
+        "--remote".to_string(),
+        format!("podman://{}{}", container.name, dir.display()),
+        "--remote-server".to_string(),
+        SERVER_IN_CONTAINER.to_string(),
+    ];
+    a_write_outside_is_denied_through(args, top.path());
 }
