@@ -9,7 +9,7 @@ passed to the command's environment, never on its command line. The token counts
 cost come from the CLI's final ``exit`` record; the trajectory is agentloop's own ATIF
 file, replaced whole after every step, so a killed trial still leaves a valid one.
 
-Use it with ``harbor run --agent-import-path``-style import paths::
+Harbor imports it by its path, ``-a MODULE:CLASS``, with this directory on PYTHONPATH::
 
     PYTHONPATH=examples/harbor harbor run -e podman -p TASK \\
         -a agentloop_agent:Agentloop -m anthropic/claude-sonnet-4-5 \\
@@ -120,13 +120,9 @@ class Agentloop(BaseInstalledAgent):
             raise ValueError("agentloop needs -m provider/model")
         provider, model = self.model_name.split("/", 1)
         logs = self.environment_logs_dir
-        flags = [
-            "--provider", provider,
-            "--model", model,
-            "--sandbox", self.options.sandbox,
-            "--json",
-            "--trajectory", str(logs / _TRAJECTORY_FILENAME),
-        ]
+        flags = ["--provider", provider, "--model", model]
+        flags += ["--sandbox", self.options.sandbox, "--json"]
+        flags += ["--trajectory", str(logs / _TRAJECTORY_FILENAME)]
         if self.options.max_turns is not None:
             flags += ["--max-turns", str(self.options.max_turns)]
         quoted = " ".join(shlex.quote(flag) for flag in flags)

@@ -418,16 +418,33 @@ fn harbor_run_on_podman_with_the_generic_acp_agent_rewards_agentloop() {
 
 #[test]
 fn harbor_run_on_podman_with_agentloops_own_agent_class_rewards_it() {
-    let Some((job, _dir)) = run_job(Agent::OwnClass, "harbor-greeting-own") else {
+    let name = "harbor-greeting-own";
+    let Some((job, _dir)) = run_job(Agent::OwnClass, name) else {
         return;
     };
     let venv = support::ci::dir().join("harbor-venv");
-    let result = assert_rewarded(&job, "harbor-greeting-own", &venv);
-    // The usage comes from the CLI's final `exit` record.
+    let result = assert_rewarded(&job, name, &venv);
+    // The usage comes from the CLI's final `exit` record (Anthropic's input count leaves
+    // the cache out; Harbor's includes it).
+    let events = std::fs::read_to_string(job.trial(name).join("agent/agentloop.jsonl")).unwrap();
+    let exit: Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+    assert_eq!(exit["kind"], "exit", "{events}");
+    let usage = &exit["data"]["usage"];
+    let count = |key: &str| usage[key].as_u64().unwrap();
     let agent = &result["agent_result"];
-    assert!(agent["n_input_tokens"].as_u64().unwrap_or(0) > 0, "{agent}");
     assert!(
-        agent["n_output_tokens"].as_u64().unwrap_or(0) > 0,
+        count("input_tokens") > 0 && count("output_tokens") > 0,
+        "{usage}"
+    );
+    assert_eq!(
+        agent["n_input_tokens"],
+        count("input_tokens") + count("cache_read_tokens") + count("cache_write_tokens"),
+        "{agent} {usage}"
+    );
+    assert_eq!(agent["n_output_tokens"], count("output_tokens"), "{agent}");
+    assert_eq!(
+        agent["n_cache_tokens"],
+        count("cache_read_tokens"),
         "{agent}"
     );
     assert_eq!(agent["metadata"]["exit_reason"], "completed", "{agent}");
