@@ -12,6 +12,7 @@ mod control;
 mod exit_codes;
 mod first_hour;
 mod harbor;
+mod harbor_run;
 mod hardening;
 mod hooks;
 mod hostile_servers;

@@ -1,0 +1,3 @@
+#!/bin/bash
+# The reference solution (`harbor run -a oracle`).
+echo hello > /work/greeting.txt
