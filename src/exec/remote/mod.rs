@@ -14,6 +14,9 @@ mod bootstrap;
 mod codec;
 mod connection;
 mod container;
+// unsafe: the host side's one poll(2) over every transport's pipes.
+#[allow(unsafe_code)]
+mod poller;
 pub mod protocol;
 mod serve_background;
 mod server;
