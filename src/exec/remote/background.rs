@@ -57,6 +57,7 @@ impl RemoteExecutionEnvironment {
         if let Some(grace) = self.kill_grace {
             params["kill_grace_ms"] = json!(grace.as_millis() as u64);
         }
+        self.place(&mut params);
         let connection = self.connection()?;
         let call = connection.start_background(params, on_exit)?;
         let answered = call.rx.recv_timeout(self.call_timeout);
