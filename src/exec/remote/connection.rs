@@ -49,7 +49,7 @@ pub(crate) enum Incoming {
 struct Pending {
     waiting: HashMap<u64, Sender<Incoming>>,
     /// What to tell when a background process (named by the id of the call that started
-    /// it) exits: called on the reader thread, or with a lost-connection result when the
+    /// it) exits: called on the poll loop's thread, or with a lost-connection result when the
     /// connection ends first.
     exits: HashMap<u64, ExitCallback>,
     /// Why the connection ended, once it has.

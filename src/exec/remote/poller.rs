@@ -13,6 +13,7 @@
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::process::{ChildStderr, ChildStdout};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -223,7 +224,11 @@ impl Entry {
             let handled = if line.iter().all(u8::is_ascii_whitespace) {
                 Ok(())
             } else {
-                self.lines.line(line)
+                // A panic in one connection's handler (a host's exit callback) ends that
+                // connection, not the loop every other connection is read by.
+                let lines = &mut self.lines;
+                catch_unwind(AssertUnwindSafe(|| lines.line(line)))
+                    .unwrap_or_else(|_| Err("its handler panicked".to_string()))
             };
             self.buf.clear();
             if self.buf.capacity() > KEEP_BUFFER {
@@ -255,7 +260,8 @@ impl Entry {
     fn end(&mut self, why: End) {
         if self.stdout.take().is_some() {
             self.buf = Vec::new();
-            self.lines.end(why);
+            let lines = &mut self.lines;
+            let _ = catch_unwind(AssertUnwindSafe(|| lines.end(why)));
         }
     }
 
