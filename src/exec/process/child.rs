@@ -11,7 +11,7 @@ use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -43,6 +43,8 @@ pub(crate) struct StdioChild {
     group: Group,
     stdin: Option<ChildStdin>,
     stdout: Option<ChildStdout>,
+    /// The stderr pipe while no one reads it yet (a polled child's, until taken).
+    stderr_pipe: Option<ChildStderr>,
     stderr: Arc<Mutex<Vec<u8>>>,
     stop: Arc<AtomicBool>,
     /// Set when the stderr reader has seen end-of-file (or stopped).
@@ -53,6 +55,17 @@ pub(crate) struct StdioChild {
 impl StdioChild {
     /// Spawns the child. `Err` when it cannot be started (no such program, no permission).
     pub(crate) fn spawn(spec: &StdioChildSpec<'_>) -> io::Result<StdioChild> {
+        StdioChild::spawn_with(spec, true)
+    }
+
+    /// Spawns the child without a stderr reader thread: the caller takes the pipe
+    /// ([`take_stderr`](Self::take_stderr)) and feeds [`StderrSink`] itself (the remote
+    /// transports' one poll loop reads every transport's stderr).
+    pub(crate) fn spawn_polled(spec: &StdioChildSpec<'_>) -> io::Result<StdioChild> {
+        StdioChild::spawn_with(spec, false)
+    }
+
+    fn spawn_with(spec: &StdioChildSpec<'_>, reader_thread: bool) -> io::Result<StdioChild> {
         let mut command = Command::new(spec.program);
         command
             .args(spec.args)
@@ -75,12 +88,17 @@ impl StdioChild {
         })?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
-        let stderr_pipe = child.stderr.take();
+        let mut stderr_pipe = child.stderr.take();
+        let handed = if reader_thread {
+            None
+        } else {
+            stderr_pipe.take()
+        };
         // The group waits for the child by pid; the `Child` itself holds nothing more.
         let group = Group::new(child.id() as libc::pid_t);
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let stderr_done = Arc::new(AtomicBool::new(stderr_pipe.is_none()));
+        let stderr_done = Arc::new(AtomicBool::new(stderr_pipe.is_none() && handed.is_none()));
         let reader = match stderr_pipe {
             Some(pipe) => {
                 let (tail, stop) = (Arc::clone(&stderr), Arc::clone(&stop));
@@ -101,11 +119,26 @@ impl StdioChild {
             group,
             stdin,
             stdout,
+            stderr_pipe: handed,
             stderr,
             stop,
             stderr_done,
             reader,
         })
+    }
+
+    /// The child's stderr pipe, when it was spawned with [`spawn_polled`](Self::spawn_polled)
+    /// (once).
+    pub(crate) fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.stderr_pipe.take()
+    }
+
+    /// Where an outside reader of the stderr pipe keeps the tail and says it has ended.
+    pub(crate) fn stderr_sink(&self) -> StderrSink {
+        StderrSink {
+            tail: Arc::clone(&self.stderr),
+            done: Arc::clone(&self.stderr_done),
+        }
     }
 
     /// The child's stdin (once).
@@ -172,6 +205,34 @@ impl Drop for StdioChild {
     }
 }
 
+/// A polled child's stderr tail, fed by whoever reads its pipe.
+#[derive(Clone)]
+pub(crate) struct StderrSink {
+    tail: Arc<Mutex<Vec<u8>>>,
+    done: Arc<AtomicBool>,
+}
+
+impl StderrSink {
+    /// Keeps `bytes`, dropping the oldest past [`STDERR_TAIL`].
+    pub(crate) fn keep(&self, bytes: &[u8]) {
+        let mut tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        push_tail(&mut tail, bytes);
+    }
+
+    /// The pipe has ended (or will not be read any more).
+    pub(crate) fn end(&self) {
+        self.done.store(true, Ordering::SeqCst);
+    }
+}
+
+fn push_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
+    tail.extend_from_slice(bytes);
+    if tail.len() > STDERR_TAIL {
+        let excess = tail.len() - STDERR_TAIL;
+        tail.drain(..excess);
+    }
+}
+
 /// The core variables of this process's environment (`PATH`, `HOME`, locales, toolchain
 /// homes; never a secret): what a long-lived child such as an MCP server starts from.
 pub(crate) fn core_environment() -> BTreeMap<String, String> {
@@ -183,6 +244,24 @@ pub(crate) fn core_environment() -> BTreeMap<String, String> {
 /// reader can also watch a stop flag.
 pub(crate) fn stdout_readable(stdout: &ChildStdout, timeout_ms: i32) -> bool {
     readable(stdout.as_raw_fd(), timeout_ms)
+}
+
+/// Keeps what a polled child's stderr pipe already holds (a transport that failed before
+/// its pipe was handed to a reader has usually said why), waiting at most 50 ms for each
+/// read, so a pipe still held open elsewhere cannot hold the caller.
+pub(crate) fn drain_stderr(pipe: &mut ChildStderr, sink: &StderrSink) {
+    let mut buf = [0u8; 4096];
+    let mut read = 0;
+    while read < 4 * STDERR_TAIL && readable(pipe.as_raw_fd(), 50) {
+        match pipe.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                read += n;
+                sink.keep(&buf[..n]);
+            }
+        }
+    }
+    sink.end();
 }
 
 /// Reads `pipe` until end-of-file or `stop`, keeping the newest [`STDERR_TAIL`] bytes.
@@ -202,11 +281,7 @@ fn keep_tail(mut pipe: impl Read + AsRawFd, tail: &Mutex<Vec<u8>>, stop: &Atomic
             Ok(0) => break,
             Ok(n) => {
                 let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-                tail.extend_from_slice(&buf[..n]);
-                if tail.len() > STDERR_TAIL {
-                    let excess = tail.len() - STDERR_TAIL;
-                    tail.drain(..excess);
-                }
+                push_tail(&mut tail, &buf[..n]);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => break,

@@ -496,7 +496,7 @@ fn write_input(pipe: std::os::fd::OwnedFd, mut bytes: &[u8], stop: &AtomicBool) 
 }
 
 /// Waits up to `timeout_ms` for `fd` to have data or reach end-of-file.
-pub(super) fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
+pub(crate) fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,

@@ -57,6 +57,7 @@ impl RemoteExecutionEnvironment {
         if let Some(grace) = self.kill_grace {
             params["kill_grace_ms"] = json!(grace.as_millis() as u64);
         }
+        self.place(&mut params);
         let connection = self.connection()?;
         let call = connection.start_background(params, on_exit)?;
         let answered = call.rx.recv_timeout(self.call_timeout);
@@ -218,8 +219,8 @@ impl BackgroundProcess for RemoteBackground {
 
 impl Drop for RemoteBackground {
     /// Asks the server to kill the process and forget it, without waiting for the answer:
-    /// a drop may happen anywhere, also on the connection's reader thread (which a wait
-    /// would block). On a lost connection there is nothing left to do: the server ended
+    /// a drop may happen anywhere, also on the poll loop's thread, every connection's
+    /// reader (which a wait would block). On a lost connection there is nothing left to do: the server ended
     /// its processes when its input ended.
     fn drop(&mut self) {
         if self.connection.is_closed() {

@@ -1,6 +1,7 @@
 //! One live connection to an exec-server: the transport child (a [`StdioChild`]), a
-//! writer shared by the calling threads, and a named reader thread that dispatches
-//! responses and output notifications to the waiting callers by request id.
+//! writer shared by the calling threads, and its place in the process-wide poll loop
+//! (`poller.rs`), which dispatches responses and output notifications to the waiting
+//! callers by request id.
 //!
 //! When the transport ends or sends something that is not the protocol, every waiting
 //! call gets a [`RemoteError`] at once and the connection is dead for good; it never
@@ -19,9 +20,10 @@ use serde_json::Value;
 
 use super::RemoteError;
 use super::bootstrap::Bootstrap;
-use super::protocol::{self, Line, MAX_LINE};
+use super::poller::{self, End, Lines, Registration, Streams};
+use super::protocol::{self, MAX_LINE};
 use crate::base64::decode as decode_base64;
-use crate::exec::process::child::{StdioChild, StdioChildSpec};
+use crate::exec::process::child::{StdioChild, StdioChildSpec, drain_stderr};
 use crate::exec::{ExecResult, ExitCallback, OutputStream};
 
 /// How long a closed connection waits for the server to exit on its own (it ends its
@@ -47,7 +49,7 @@ pub(crate) enum Incoming {
 struct Pending {
     waiting: HashMap<u64, Sender<Incoming>>,
     /// What to tell when a background process (named by the id of the call that started
-    /// it) exits: called on the reader thread, or with a lost-connection result when the
+    /// it) exits: called on the poll loop's thread, or with a lost-connection result when the
     /// connection ends first.
     exits: HashMap<u64, ExitCallback>,
     /// Why the connection ended, once it has.
@@ -62,7 +64,11 @@ pub(crate) struct Connection {
     stdin: Mutex<Option<ChildStdin>>,
     pending: Arc<Mutex<Pending>>,
     next_id: AtomicU64,
-    reader: Option<thread::JoinHandle<()>>,
+    /// Its place in the poll loop, which reads its stdout and stderr.
+    registration: Option<Registration>,
+    /// The thread that ends a transport that broke the protocol (the poll loop never
+    /// waits out a grace), joined on drop.
+    abandon: Abandon,
     /// The runtime's status command and the environment to run it with, for a
     /// container transport.
     status: Option<(Vec<String>, BTreeMap<String, String>)>,
@@ -70,22 +76,24 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// Starts the transport, runs the bootstrap exchange when there is one (waiting up to
-    /// the given time for each answer), and starts the reader thread (no handshake yet).
+    /// the given time for each answer), and hands its output to the poll loop (no
+    /// handshake yet).
     pub(crate) fn open(
         spec: &StdioChildSpec<'_>,
         label: &str,
         bootstrap: Option<(&Bootstrap, Duration)>,
         status: Option<Vec<String>>,
     ) -> Result<Connection, RemoteError> {
-        let mut child = StdioChild::spawn(spec).map_err(|e| RemoteError::Spawn {
+        let spawn_error = |detail: String| RemoteError::Spawn {
             transport: label.to_string(),
-            detail: e.to_string(),
-        })?;
+            detail,
+        };
+        let mut child = StdioChild::spawn_polled(spec).map_err(|e| spawn_error(e.to_string()))?;
         let mut stdin = child.take_stdin();
-        let stdout = child.take_stdout().ok_or_else(|| RemoteError::Spawn {
-            transport: label.to_string(),
-            detail: "no stdout pipe".to_string(),
-        })?;
+        let mut stderr = child.take_stderr();
+        let stdout = child
+            .take_stdout()
+            .ok_or_else(|| spawn_error("no stdout pipe".to_string()))?;
         let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
         if let Some(((bootstrap, wait), pipe)) =
             bootstrap.zip(stdin.take_if(|_| bootstrap.is_some()))
@@ -97,6 +105,9 @@ impl Connection {
                 Ok(pipe) => stdin = Some(pipe),
                 Err(RemoteError::Bootstrap { transport, detail }) => {
                     child.terminate(ABANDON_GRACE);
+                    if let Some(pipe) = stderr.as_mut() {
+                        drain_stderr(pipe, &child.stderr_sink());
+                    }
                     let said = child.stderr_tail();
                     let said = said.trim();
                     let detail = if said.is_empty() {
@@ -110,35 +121,32 @@ impl Connection {
             }
         }
         let pending = Arc::new(Mutex::new(Pending::default()));
-        let shared = Arc::clone(&pending);
-        let name = label.to_string();
+        let sink = child.stderr_sink();
         let child = Arc::new(Mutex::new(child));
-        let transport = Arc::clone(&child);
-        let reader = thread::Builder::new()
-            .name("agentloop-remote-reader".to_string())
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let reason = read_loop(stdout, &shared, &name);
-                // A server that broke the protocol (a line over the cap, not JSON) is not
-                // left writing: its group is ended now, not when the next call notices.
-                if matches!(
-                    reason,
-                    RemoteError::LineTooLong { .. } | RemoteError::Malformed { .. }
-                ) {
-                    lock_child(&transport).terminate(ABANDON_GRACE);
-                }
-            })
-            .map_err(|e| RemoteError::Spawn {
-                transport: label.to_string(),
-                detail: e.to_string(),
-            })?;
+        let abandon = Arc::new(Mutex::new(None));
+        let feed = Feed {
+            pending: Arc::clone(&pending),
+            label: label.to_string(),
+            child: Arc::clone(&child),
+            abandon: Arc::clone(&abandon),
+        };
+        let streams = Streams {
+            leftover: stdout.buffer().to_vec(),
+            stdout: stdout.into_inner(),
+            stderr,
+            sink,
+            cap: MAX_LINE,
+        };
+        let registration =
+            poller::register(streams, Box::new(feed)).map_err(|e| spawn_error(e.to_string()))?;
         Ok(Connection {
             label: label.to_string(),
             child,
             stdin: Mutex::new(stdin),
             pending,
             next_id: AtomicU64::new(1),
-            reader: Some(reader),
+            registration: Some(registration),
+            abandon,
             status: status.map(|argv| (argv, spec.env.clone())),
         })
     }
@@ -154,9 +162,11 @@ impl Connection {
         lock_child(&self.child).terminate(ABANDON_GRACE);
     }
 
-    /// Whether the connection has ended.
+    /// Whether the connection has ended: the poll loop has seen its end, or the transport
+    /// has exited (the loop may not have read its end-of-file yet; a call sent now would
+    /// fail on the dead pipe instead of reconnecting).
     pub(crate) fn is_closed(&self) -> bool {
-        self.lock_pending().closed.is_some()
+        self.lock_pending().closed.is_some() || lock_child(&self.child).try_exited().is_some()
     }
 
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
@@ -297,8 +307,15 @@ impl Drop for Connection {
         }
         child.terminate(Duration::from_millis(500));
         drop(child);
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
+        // What the server said last is still handled, then the loop lets go of its pipes.
+        self.registration.take();
+        let abandon = self
+            .abandon
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(thread) = abandon {
+            let _ = thread.join();
         }
     }
 }
@@ -313,35 +330,59 @@ fn lock_child(child: &Mutex<StdioChild>) -> std::sync::MutexGuard<'_, StdioChild
     child.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Reads the server's lines until the end, dispatching each to its caller; returns why it
-/// stopped (every waiting call has been told).
-fn read_loop(mut reader: impl io::BufRead, pending: &Mutex<Pending>, label: &str) -> RemoteError {
-    let mut buf = Vec::new();
-    let reason = loop {
-        match protocol::read_line(&mut reader, &mut buf, MAX_LINE) {
-            Ok(Line::Complete) => {}
-            Ok(Line::TooLong) => break RemoteError::LineTooLong { limit: MAX_LINE },
-            Ok(Line::Eof) => {
-                break RemoteError::Closed {
-                    transport: label.to_string(),
-                    detail: "the transport closed its output".to_string(),
-                };
+/// A connection's side of the poll loop: lines go to their callers, the end to all.
+struct Feed {
+    pending: Arc<Mutex<Pending>>,
+    label: String,
+    child: Arc<Mutex<StdioChild>>,
+    abandon: Abandon,
+}
+
+type Abandon = Arc<Mutex<Option<thread::JoinHandle<()>>>>;
+
+impl Lines for Feed {
+    fn line(&mut self, line: &[u8]) -> Result<(), String> {
+        dispatch(line, &self.pending)
+    }
+
+    fn end(&mut self, why: End) {
+        let closed = |detail: String| RemoteError::Closed {
+            transport: self.label.clone(),
+            detail,
+        };
+        let reason = match why {
+            End::Eof => closed("the transport closed its output".to_string()),
+            End::Failed(e) => closed(format!("reading from it failed: {e}")),
+            End::Removed => closed("the connection was closed".to_string()),
+            End::TooLong => RemoteError::LineTooLong { limit: MAX_LINE },
+            End::Malformed(detail) => RemoteError::Malformed { detail },
+        };
+        // A server that broke the protocol (a line over the cap, not JSON) is not left
+        // writing: its group is ended now, on a thread of its own so that the loop,
+        // every connection's reader, does not wait out the grace.
+        if matches!(
+            reason,
+            RemoteError::LineTooLong { .. } | RemoteError::Malformed { .. }
+        ) {
+            let child = Arc::clone(&self.child);
+            let ending = thread::Builder::new()
+                .name("agentloop-remote-abandon".to_string())
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    lock_child(&child).terminate(ABANDON_GRACE);
+                });
+            // Without a thread to spare the group is ended when the connection is dropped.
+            if let Ok(thread) = ending {
+                *self.abandon.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
             }
-            Err(e) => {
-                break RemoteError::Closed {
-                    transport: label.to_string(),
-                    detail: format!("reading from it failed: {e}"),
-                };
-            }
         }
-        if buf.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match dispatch(&buf, pending) {
-            Ok(()) => {}
-            Err(detail) => break RemoteError::Malformed { detail },
-        }
-    };
+        end_calls(&self.pending, reason);
+    }
+}
+
+/// Tells every waiting call why the connection ended, and every background process's
+/// listener that its process is gone.
+fn end_calls(pending: &Mutex<Pending>, reason: RemoteError) {
     let exits = {
         let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.closed = Some(reason.clone());
@@ -358,7 +399,6 @@ fn read_loop(mut reader: impl io::BufRead, pending: &Mutex<Pending>, label: &str
     for (_, on_exit) in exits {
         on_exit(&lost);
     }
-    reason
 }
 
 /// Hands one line to its caller; `Err` when it is not the protocol.

@@ -97,6 +97,7 @@ impl ExecutionEnvironment for RemoteExecutionEnvironment {
         if let Some(grace) = self.kill_grace {
             params["kill_grace_ms"] = json!(grace.as_millis() as u64);
         }
+        self.place(&mut params);
         let connection = self.connection()?;
         let call = connection.start("process/start", params)?;
         let grace = self.kill_grace.unwrap_or(Duration::from_secs(2));

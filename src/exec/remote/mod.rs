@@ -2,6 +2,7 @@
 //! any child process's stdin/stdout ([`Transport`]: `ssh`, `podman exec -i`, `docker exec
 //! -i`, `kubectl exec -i` — [`Transport::container`] and the `podman://`, `docker://`,
 //! `kubectl://` URLs — or the server itself), and [`RemoteExecutionEnvironment::serve_stdio`] is the server.
+//! A [`RemoteHost`] shares one connection among environments in several directories.
 //!
 //! The protocol is specified in one place, the `protocol` module's source
 //! (`src/exec/remote/protocol.rs`). The transport is started only through `StdioChild`
@@ -15,6 +16,10 @@ mod bootstrap;
 mod codec;
 mod connection;
 mod container;
+mod host;
+// unsafe: the host side's one poll(2) over every transport's pipes.
+#[allow(unsafe_code)]
+mod poller;
 pub mod protocol;
 mod serve_background;
 mod server;
@@ -29,7 +34,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -43,6 +48,7 @@ use super::{EnvPolicy, LocalExecutionEnvironment, Sandbox, SandboxPolicy};
 use crate::base64::encode as encode_base64;
 
 pub use container::{ContainerKind, ContainerOptions};
+pub use host::RemoteHost;
 pub use server::SERVER_NAME;
 
 /// The exec-server command a transport runs when none is given.
@@ -416,21 +422,19 @@ struct ServerInfo {
 /// session lives on) and the next call starts a new connection to the same working
 /// directory. If that fails too, the call fails with the reason; nothing hangs.
 pub struct RemoteExecutionEnvironment {
-    transport: Transport,
-    requested_dir: Option<PathBuf>,
+    /// The connection, shared with the other environments of its [`RemoteHost`].
+    host: RemoteHost,
+    /// This environment's view: its working directory, the server's other facts.
     info: ServerInfo,
-    connection: Mutex<Option<Arc<Connection>>>,
     env_policy: Option<EnvPolicy>,
     kill_grace: Option<Duration>,
     call_timeout: Duration,
-    /// The session's sandbox, sent in every `hello` (`None`: full access, nothing sent).
-    sandbox: Option<Sandbox>,
 }
 
 impl fmt::Debug for RemoteExecutionEnvironment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RemoteExecutionEnvironment")
-            .field("transport", &self.transport)
+            .field("transport", &self.host.inner.transport)
             .field("info", &self.info)
             .finish()
     }
@@ -465,17 +469,13 @@ impl RemoteExecutionEnvironment {
         sandbox: Sandbox,
     ) -> io::Result<RemoteExecutionEnvironment> {
         let sandbox = (*sandbox.policy() != SandboxPolicy::FullAccess).then_some(sandbox);
-        let requested_dir = working_dir.map(Path::to_path_buf);
-        let (connection, info) = handshake(&transport, requested_dir.as_deref(), sandbox.as_ref())?;
+        let host = RemoteHost::open(transport, working_dir, sandbox)?;
         Ok(RemoteExecutionEnvironment {
-            transport,
-            requested_dir: Some(requested_dir.unwrap_or_else(|| info.working_dir.clone())),
-            info,
-            connection: Mutex::new(Some(Arc::new(connection))),
+            info: host.inner.info.clone(),
+            host,
             env_policy: None,
             kill_grace: None,
             call_timeout: DEFAULT_CALL_TIMEOUT,
-            sandbox,
         })
     }
 
@@ -506,14 +506,13 @@ impl RemoteExecutionEnvironment {
 
     /// The transport's label (`ssh://user@host:2222`), for headers.
     pub fn label(&self) -> &str {
-        &self.transport.label
+        self.host.label()
     }
 
     /// The process id of the current transport child, if connected (for tests that kill
     /// it and for diagnostics).
     pub fn transport_pid(&self) -> Option<u32> {
-        let connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        connection.as_ref().map(|c| c.pid())
+        self.host.transport_pid()
     }
 
     /// The server side: serves `local` over this process's stdin and stdout until end of
@@ -538,21 +537,13 @@ impl RemoteExecutionEnvironment {
 
     /// The live connection, reconnecting when the last one was lost.
     fn connection(&self) -> Result<Arc<Connection>, RemoteError> {
-        let mut slot = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(connection) = slot.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(Arc::clone(connection));
-        }
-        slot.take();
-        let dir = self.requested_dir.as_deref();
-        let (connection, _) = handshake(&self.transport, dir, self.sandbox.as_ref())?;
-        let connection = Arc::new(connection);
-        *slot = Some(Arc::clone(&connection));
-        Ok(connection)
+        self.host.inner.connection()
     }
 
     /// One call: its answer, or the reason it has none.
     fn call(&self, method: &str, mut params: Value) -> io::Result<Value> {
         params["sandbox"] = json!(FULL_ACCESS);
+        self.place(&mut params);
         let connection = self.connection()?;
         let call = connection.start(method, params)?;
         let deadline = Instant::now() + self.call_timeout;

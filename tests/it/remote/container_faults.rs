@@ -4,10 +4,18 @@
 //! became of the container), the session goes on (the next call reconnects, or says why it
 //! cannot), and nothing is left running in the container after the session closes (checked
 //! with `podman top`): the supervisor the bootstrap starts ends what a SIGKILLed server ran.
+//! A container stopped mid-call and started again is reconnected to by the next call; a
+//! command over the container's memory limit (`--memory 64m`) is OOM-killed (SIGKILL) and
+//! the next call runs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use agentloop::exec::remote::{ContainerOptions, RemoteExecutionEnvironment, Transport};
+use agentloop::CancelToken;
+use agentloop::exec::remote::{
+    ContainerOptions, RemoteError, RemoteExecutionEnvironment, Transport,
+};
+use agentloop::exec::{CommandRequest, ExecutionEnvironment};
 use agentloop::llm::scripted::ScriptedTurn;
 use agentloop::session::EventKind;
 use serde_json::json;
@@ -125,4 +133,64 @@ fn podman_rm_mid_call_fails_the_call_and_the_session_goes_on() {
 #[test]
 fn a_killed_exec_server_mid_call_fails_the_call_and_leaves_nothing_running() {
     fault_mid_sleep(Fault::KillServer);
+}
+
+#[test]
+fn a_container_started_again_is_reconnected_to_by_the_next_call() {
+    let Some(container) = Container::start(&[]) else {
+        return;
+    };
+    let mut options = ContainerOptions::new();
+    options.bootstrap = Some(stripped_server());
+    let url = format!("podman://{}/tmp", container.name);
+    let (transport, dir) = Transport::parse_container_url(&url, &options, None).unwrap();
+    let env = RemoteExecutionEnvironment::connect(transport, dir.as_deref()).unwrap();
+    let name = container.name.as_str();
+    // The call in flight fails with what the runtime says.
+    let failed = std::thread::scope(|s| {
+        let call = s.spawn(|| {
+            let request = CommandRequest::new("sleep 30", Duration::from_secs(60));
+            env.exec_command(&request, &|_, _| {}, &CancelToken::new())
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let stopped = podman(&["stop", "-t", "1", name]);
+        assert!(stopped.status.success(), "{stopped:?}");
+        call.join().unwrap()
+    });
+    let error = failed.expect_err("the call in flight fails");
+    assert!(RemoteError::of(&error).is_some(), "{error}");
+    let said = error.to_string();
+    assert!(
+        said.contains("container is: stopped") || said.contains("container is: exited"),
+        "{said}"
+    );
+    // Started again, the next call reconnects (the copy in /tmp is reused or placed again).
+    let started = podman(&["start", name]);
+    assert!(started.status.success(), "{started:?}");
+    assert_eq!(super::run(&env, "echo back", 20_000).stdout, "back\n");
+    drop(env);
+    wait_until_empty(&container);
+}
+
+#[test]
+fn a_command_over_the_containers_memory_limit_is_killed_and_the_session_goes_on() {
+    // cgroup memory limits work here (runc, hybrid layout): the kernel kills the largest
+    // process of the container's group, the command's shell; the exec-server lives on.
+    let Some(container) = Container::start(&["--memory", "64m"]) else {
+        return;
+    };
+    let mut options = ContainerOptions::new();
+    options.bootstrap = Some(stripped_server());
+    let url = format!("podman://{}/tmp", container.name);
+    let (transport, dir) = Transport::parse_container_url(&url, &options, None).unwrap();
+    let env = RemoteExecutionEnvironment::connect(transport, dir.as_deref()).unwrap();
+    let hog = "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo ${#x}";
+    let r = super::run(&env, hog, 60_000);
+    assert_eq!(r.signal, Some(9), "OOM-killed: {r:?}");
+    assert!(r.stdout.is_empty(), "{r:?}");
+    let oom = container.sh("cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || true");
+    assert!(!oom.contains("oom_kill 0"), "{oom}");
+    assert_eq!(super::run(&env, "echo alive", 20_000).stdout, "alive\n");
+    drop(env);
+    wait_until_empty(&container);
 }

@@ -15,6 +15,7 @@ mod container_faults;
 mod containers;
 mod faults;
 mod hostile;
+mod scale;
 mod session;
 mod suite;
 

@@ -24,9 +24,9 @@ use serde_json::json;
 use crate::Row;
 
 const DEFAULT_SESSIONS: usize = 300;
-const ROUNDS: usize = 20;
+pub const ROUNDS: usize = 20;
 /// Host threads reading the sessions' events (each reads its share, one session at a time).
-const CONSUMERS: usize = 4;
+pub const CONSUMERS: usize = 4;
 
 static SESSIONS: OnceLock<usize> = OnceLock::new();
 
@@ -45,7 +45,7 @@ fn row(name: impl Into<String>, value: String, target: &str) -> Row {
 }
 
 /// A `Key:   123 kB` field of `/proc/self/status`, in its own unit (kB or a count).
-fn status(key: &str) -> u64 {
+pub fn status(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
@@ -55,19 +55,23 @@ fn status(key: &str) -> u64 {
 }
 
 /// Child processes of this process: the `children` lists of all its threads.
-fn children() -> usize {
+pub fn children_pids() -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
+        return Vec::new();
     };
     tasks
         .flatten()
-        .map(|t| {
-            std::fs::read_to_string(t.path().join("children"))
-                .unwrap_or_default()
-                .split_whitespace()
-                .count()
+        .flat_map(|t| {
+            let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
         })
-        .sum()
+        .collect()
+}
+
+fn children() -> usize {
+    children_pids().len()
 }
 
 fn session(dir: &std::path::Path) -> (Session, Events) {
@@ -83,8 +87,8 @@ fn session(dir: &std::path::Path) -> (Session, Events) {
     (session, events)
 }
 
-/// One session's event stream as a consumer sees it.
-struct Reading {
+/// One session's event stream as a consumer sees it (also the `containers` section's).
+pub struct Reading {
     events: Events,
     ok_calls: usize,
     /// `Some(completed)` once its `ProcessingEnd` was read.
@@ -92,6 +96,14 @@ struct Reading {
 }
 
 impl Reading {
+    pub fn new(events: Events) -> Reading {
+        Reading {
+            events,
+            ok_calls: 0,
+            ended: None,
+        }
+    }
+
     /// Reads what is buffered; returns whether anything was.
     fn drain(&mut self) -> bool {
         let mut read = false;
@@ -122,7 +134,7 @@ impl Reading {
 
 /// Reads its share of the sessions round-robin (so no session's events pile up) until
 /// every one ended; returns how many completed all rounds.
-fn consume(mut share: Vec<Reading>) -> usize {
+pub fn consume(mut share: Vec<Reading>) -> usize {
     while share.iter().any(|r| r.ended.is_none()) {
         let mut read = false;
         for reading in &mut share {
@@ -174,11 +186,7 @@ fn wave(n: usize, dir: &std::path::Path) -> Wave {
         }
         let mut shares: Vec<Vec<Reading>> = (0..CONSUMERS).map(|_| Vec::new()).collect();
         for (i, (_, events)) in live.iter_mut().enumerate() {
-            shares[i % CONSUMERS].push(Reading {
-                events: events.take().unwrap(),
-                ok_calls: 0,
-                ended: None,
-            });
+            shares[i % CONSUMERS].push(Reading::new(events.take().unwrap()));
         }
         let consumers: Vec<_> = shares
             .into_iter()
