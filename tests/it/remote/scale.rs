@@ -201,3 +201,68 @@ fn two_sessions_share_one_exec_server_in_a_container() {
         thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_sandboxed_host_gives_each_environment_its_sandbox_rooted_at_the_hosts_directory() {
+    use agentloop::exec::{Network, Sandbox, SandboxPolicy};
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let (one, two) = (root.path().join("one"), root.path().join("two"));
+    fs::create_dir_all(&one).unwrap();
+    fs::create_dir_all(&two).unwrap();
+    // Without /tmp, where the temporary directories are.
+    let policy = SandboxPolicy::WorkspaceWrite {
+        writable_roots: Vec::new(),
+        include_tmp: false,
+    };
+    let sandbox = Sandbox::new(policy).with_network(Network::Off);
+    let host = match RemoteHost::connect_sandboxed(stdio_transport(), Some(root.path()), sandbox) {
+        Ok(host) => host,
+        Err(e) if e.to_string().contains("Landlock is not available") => {
+            eprintln!("skipped: no Landlock here ({e})");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let a = host.environment(Some(&one)).unwrap();
+    let b = host.environment(Some(&two)).unwrap();
+    assert_eq!(a.transport_pid(), b.transport_pid(), "one exec-server");
+    assert!(a.applied_sandbox().is_some(), "the server applied it");
+    let target = outside.path().join("escaped.txt");
+    for (env, dir) in [(&a, &one), (&b, &two)] {
+        // Each writes in its own directory, beneath the host's root ...
+        let r = run(env, "echo inside > in.txt", 20_000);
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        assert_eq!(fs::read_to_string(dir.join("in.txt")).unwrap(), "inside\n");
+        // ... and neither can write outside it.
+        let r = run(env, &format!("echo out > {}", target.display()), 20_000);
+        assert_ne!(r.exit_code, Some(0), "{r:?}");
+        assert!(!target.exists(), "a write outside the root landed");
+    }
+    // A reconnection carries the same sandbox.
+    let pid = a.transport_pid().unwrap() as i32;
+    // SAFETY: the exec-server transport is our child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let deadline = Instant::now() + GENEROUS;
+    let r = loop {
+        let r = b.exec_command(
+            &CommandRequest::new(
+                format!("echo out > {}", target.display()),
+                Duration::from_secs(20),
+            ),
+            &|_, _| {},
+            &CancelToken::new(),
+        );
+        match r {
+            Ok(r) => break r,
+            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("no reconnection: {e}"),
+        }
+    };
+    assert_ne!(b.transport_pid(), Some(pid as u32), "a new connection");
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
+    assert!(
+        !target.exists(),
+        "a write outside the root landed after reconnecting"
+    );
+}
