@@ -1,19 +1,17 @@
-//! Starting a session: what a new worker starts from ([`Start`]), and the start itself —
-//! the shared state, the MCP servers, the event sink, the subagents, the background
+//! Starting a session from a [`Start`]: the shared state, the MCP servers, the event sink, the subagents, the background
 //! processes, the checkpoints and the compaction state, then the named worker thread.
 
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
 use super::checkpoint::lifecycle::Checkpoints;
-use super::checkpoint::marks::Marks;
 use super::compact::CompactionState;
-use super::delivery::{EventSink, Forward, Listeners};
+use super::delivery::{EventSink, Listeners};
 use super::history::History;
 use super::ledger::{Ledger, Meter};
 use super::loop_detection::LoopDetector;
+use super::start::Start;
 use super::subagents::ParentShare;
-use super::transcript::TranscriptWriter;
 use super::worker::{Shared, Worker};
 use super::{
     Session, SessionConfig, background, compact, fallback, mcp, mode, model_call, subagents,
@@ -24,31 +22,6 @@ use crate::exec::ExecutionEnvironment;
 use crate::llm::Client;
 use crate::profiles::ProviderProfile;
 use crate::sync::lock;
-
-/// What a new worker starts from.
-pub(crate) struct Start {
-    /// Subagent depth (0 for a host's session).
-    pub(crate) depth: usize,
-    /// For a subagent: where its events go.
-    pub(crate) forward: Option<Forward>,
-    pub(crate) history: History,
-    pub(crate) transcript: Option<Arc<TranscriptWriter>>,
-    /// `WARNING` events (code `"transcript"`) to emit after `SESSION_START`.
-    pub(crate) warnings: Vec<String>,
-    /// For a subagent: the parent's ledger, charged with this session's spending too.
-    pub(crate) budget_parent: Option<Arc<Ledger>>,
-    /// The prompt-cache key, when not the session's id: a resumed session keeps the key of
-    /// the session that started the transcript (its requests share that one's prefix).
-    pub(crate) cache_key: Option<String>,
-    /// For a subagent: the parent's MCP servers.
-    pub(crate) mcp: Option<mcp::SharedMcp>,
-    /// The first id of the session's background processes.
-    pub(crate) first_background_id: u64,
-    /// The marks of the history (a resumed or forked session's) and the store they name.
-    pub(crate) marks: (Marks, Option<std::path::PathBuf>),
-    /// A fork: its budget starts at zero.
-    pub(crate) fork: bool,
-}
 
 /// The compaction state of a session starting with `history`: budgets from the
 /// configuration and the profile's window (none when compaction is off).

@@ -99,7 +99,8 @@ mod hooks;
 mod inbox;
 mod input_events;
 mod launch;
-pub(crate) use launch::Start;
+mod start;
+pub(crate) use start::Start;
 pub(crate) mod ledger;
 mod loop_detection;
 mod mcp;
@@ -285,7 +286,13 @@ impl Session {
         config: SessionConfig,
     ) -> Result<Session> {
         let start = checkpoint::lifecycle::fork_from(transcript_path.as_ref(), fork.at)?;
-        checkpoint::lifecycle::start_fork(profile, env, client, config, start)
+        launch_fork(checkpoint::lifecycle::ForkPlan {
+            profile,
+            env,
+            client,
+            config,
+            start,
+        })
     }
 
     /// Continues the session recorded in the transcript at `transcript_path`: a new
@@ -519,7 +526,7 @@ impl Session {
     pub fn fork(&self, fork: Fork) -> Result<Session> {
         let (reply, done) = crossbeam_channel::bounded(1);
         self.send(Input::Checkpoint(Box::new(move |parts| {
-            let _ = reply.send(parts.fork(fork));
+            let _ = reply.send(parts.fork(fork).and_then(launch_fork));
             None
         })))?;
         done.recv().map_err(|_| {
@@ -635,6 +642,19 @@ impl Drop for Session {
             }
         }
     }
+}
+
+/// Starts a fork the checkpoints prepared: its transcript and id, then its worker.
+fn launch_fork(plan: checkpoint::lifecycle::ForkPlan) -> Result<Session> {
+    let checkpoint::lifecycle::ForkPlan {
+        profile,
+        env,
+        client,
+        config,
+        start,
+    } = plan;
+    let (id, start) = checkpoint::lifecycle::start_fork(&profile, &*env, &client, &config, start)?;
+    launch::launch(id, profile, env, client, config, start)
 }
 
 /// A new session id: 128 bits formatted as a UUID v4 string.

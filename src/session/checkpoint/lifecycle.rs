@@ -27,7 +27,7 @@ use crate::session::history::History;
 use crate::session::model_call::check_provider;
 use crate::session::transcript::resume;
 use crate::session::transcript::{MarkOut, Transcript, TranscriptWriter};
-use crate::session::{Session, Start, new_session_id};
+use crate::session::{Start, new_session_id};
 use crate::sync::lock;
 
 /// Work for the worker between inputs (a rewind, a fork) that sends its own reply; `Some`
@@ -479,7 +479,7 @@ impl CheckpointParts<'_> {
 
     /// Starts a session from this one's history; see
     /// [`Session::fork`](crate::session::Session::fork).
-    pub(crate) fn fork(&mut self, fork: Fork) -> Result<Session> {
+    pub(crate) fn fork(&mut self, fork: Fork) -> Result<ForkPlan> {
         let (history, before) = match fork.at {
             Some(input) => {
                 let mark = self
@@ -522,19 +522,29 @@ impl CheckpointParts<'_> {
                 config
             }
         };
-        start_fork(
-            fork.profile.unwrap_or_else(|| self.profile.clone()),
-            fork.env.unwrap_or_else(|| self.checkpoints.raw_env.clone()),
-            fork.client.unwrap_or_else(|| self.client.clone()),
+        Ok(ForkPlan {
+            profile: fork.profile.unwrap_or_else(|| self.profile.clone()),
+            env: fork.env.unwrap_or_else(|| self.checkpoints.raw_env.clone()),
+            client: fork.client.unwrap_or_else(|| self.client.clone()),
             config,
-            ForkStart {
+            start: ForkStart {
                 parent: self.checkpoints.session_id.clone(),
                 at: fork.at,
                 history,
                 marks: carried,
             },
-        )
+        })
     }
+}
+
+/// A fork ready to start (the session's module launches it, after [`start_fork`]): the
+/// fork's profile, environment, client and configuration, and what it starts from.
+pub(crate) struct ForkPlan {
+    pub(crate) profile: ProviderProfile,
+    pub(crate) env: Arc<dyn ExecutionEnvironment>,
+    pub(crate) client: Client,
+    pub(crate) config: SessionConfig,
+    pub(crate) start: ForkStart,
 }
 
 /// What a forked session starts from: the parent, the input it forked before, the history
@@ -585,16 +595,17 @@ pub(crate) fn fork_from(path: &Path, at: Option<usize>) -> Result<ForkStart> {
     })
 }
 
-/// Starts a forked session from `fork`: a new id, its transcript (a header and a `fork`
-/// record with the history and the marks in it) and a budget of its own.
+/// What a forked session starts from (`fork`): a new id, its transcript (a header and a
+/// `fork` record with the history and the marks in it) and a budget of its own; the
+/// caller launches it.
 pub(crate) fn start_fork(
-    profile: ProviderProfile,
-    env: Arc<dyn ExecutionEnvironment>,
-    client: Client,
-    config: SessionConfig,
+    profile: &ProviderProfile,
+    env: &dyn ExecutionEnvironment,
+    client: &Client,
+    config: &SessionConfig,
     fork: ForkStart,
-) -> Result<Session> {
-    check_provider(&client, &profile)?;
+) -> Result<(String, Start)> {
+    check_provider(client, profile)?;
     let id = new_session_id();
     let carried: Vec<MarkOut> = fork
         .marks
@@ -611,8 +622,8 @@ pub(crate) fn start_fork(
         .collect();
     let transcript = match &config.transcript_path {
         Some(path) => {
-            let url = crate::session::model_call::base_url(&client, &profile);
-            let header = resume::header(&id, (&profile, url), &*env, &config, None);
+            let url = crate::session::model_call::base_url(client, profile);
+            let header = resume::header(&id, (profile, url), env, config, None);
             let writer = TranscriptWriter::create(path, &header)?;
             if let Some(failure) = writer.fork(&fork.parent, fork.at, &fork.history, &carried) {
                 return Err(Error::new(ErrorKind::Io, failure));
@@ -647,7 +658,7 @@ pub(crate) fn start_fork(
         marks: (marks, None),
         fork: true,
     };
-    crate::session::launch::launch(id, profile, env, client, config, start)
+    Ok((id, start))
 }
 
 /// A free transcript path beside `parent`'s for a fork: `<stem>.fork-<n>.jsonl`.

@@ -194,3 +194,27 @@ fn a_command_over_the_containers_memory_limit_is_killed_and_the_session_goes_on(
     drop(env);
     wait_until_empty(&container);
 }
+
+#[test]
+fn an_image_without_bash_runs_commands_with_sh_and_bash_syntax_fails_visibly() {
+    // The exec-server is placed with `sh`, and runs commands with `/bin/sh` when the
+    // target has no bash (as locally): the session works; bash-only syntax fails as sh
+    // says, in the command's own output.
+    let Some(container) = Container::start(&[]) else {
+        return;
+    };
+    container.sh("rm -f /usr/bin/bash /bin/bash");
+    assert_eq!(container.sh("command -v bash || echo none").trim(), "none");
+    let mut options = ContainerOptions::new();
+    options.bootstrap = Some(stripped_server());
+    let url = format!("podman://{}/tmp", container.name);
+    let (transport, dir) = Transport::parse_container_url(&url, &options, None).unwrap();
+    let env = RemoteExecutionEnvironment::connect(transport, dir.as_deref()).unwrap();
+    let r = super::run(&env, "echo \"[$BASH_VERSION]\"", 20_000);
+    assert_eq!((r.exit_code, r.stdout.as_str()), (Some(0), "[]\n"), "{r:?}");
+    let r = super::run(&env, "[[ 1 == 1 ]] && echo bash", 20_000);
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("[[: not found"), "{r:?}");
+    drop(env);
+    wait_until_empty(&container);
+}

@@ -22,6 +22,7 @@ mod remote;
 mod rewind;
 mod robustness;
 mod sandbox;
+mod static_container;
 mod task;
 mod trajectory;
 mod transcript;
