@@ -109,6 +109,7 @@ mod run_structured;
 mod structured;
 mod subagents;
 mod tool_round;
+mod trajectory;
 pub mod transcript;
 mod usage;
 mod worker;
@@ -125,6 +126,7 @@ pub use history::{
 pub use hook_commands::HookCommands;
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 pub use mode::SessionMode;
+pub use trajectory::TrajectoryWriter;
 
 use checkpoint::lifecycle::Checkpoints;
 use checkpoint::marks::Marks;
