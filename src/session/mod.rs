@@ -110,6 +110,7 @@ mod run_structured;
 mod structured;
 mod subagents;
 mod tool_round;
+mod trajectory;
 pub mod transcript;
 mod usage;
 mod worker;
@@ -126,6 +127,7 @@ pub use history::{
 pub use hook_commands::HookCommands;
 pub use hooks::{Hook, HookDecision, HookEvent, HookInput, Hooks, PromptSource};
 pub use mode::SessionMode;
+pub use trajectory::TrajectoryWriter;
 
 use checkpoint::marks::Marks;
 use checkpoint::{Fork, Rewind, RewindReport};

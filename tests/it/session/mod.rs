@@ -19,6 +19,7 @@ pub mod subagents;
 pub mod subagents_lifecycle;
 pub mod tool_rounds;
 pub mod tools;
+pub mod trajectory;
 pub mod transcript;
 pub mod usage;
 

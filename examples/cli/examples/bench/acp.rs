@@ -54,52 +54,71 @@ pub fn run() -> Vec<Row> {
         )];
     }
     let binary = crate::e2e::target_dir().join("release/agentloop");
+    in_netns("acp", IN_NETNS, &binary).unwrap_or_else(|| {
+        let mut rows = vec![row(
+            "network namespace".to_string(),
+            "none (unshare -n failed): measured on the host's network".to_string(),
+            "",
+        )];
+        rows.extend(measure_with(&binary));
+        rows
+    })
+}
+
+/// Runs `bench <arg>` in a new network namespace (`unshare -n`, loopback up) with the
+/// release CLI at `binary`, and reads back the rows it prints (see [`print_rows`]);
+/// `None` when the namespace cannot be made or the run fails. Shared with `harness`.
+pub fn in_netns(section: &'static str, arg: &str, binary: &Path) -> Option<Vec<Row>> {
     let bench = std::env::current_exe().unwrap();
-    let script = format!("ip link set lo up && exec {} {IN_NETNS}", bench.display());
+    let script = format!("ip link set lo up && exec {} {arg}", bench.display());
     let output = Command::new("unshare")
         .args(["-n", "sh", "-c", &script])
-        .env(AGENTLOOP_BINARY, &binary)
+        .env(AGENTLOOP_BINARY, binary)
         .stderr(Stdio::inherit())
-        .output();
-    match output {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .map(|v| {
-                row(
-                    v["name"].as_str().unwrap_or("").to_string(),
-                    v["value"].as_str().unwrap_or("").to_string(),
-                    v["target"].as_str().unwrap_or(""),
-                )
-            })
-            .collect(),
-        _ => {
-            let mut rows = vec![row(
-                "network namespace".to_string(),
-                "none (unshare -n failed): measured on the host's network".to_string(),
-                "",
-            )];
-            rows.extend(measure_with(&binary));
-            rows
-        }
-    }
+        .output()
+        .ok()
+        .filter(|out| out.status.success())?;
+    let rows = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|v| Row {
+            section,
+            name: v["name"].as_str().unwrap_or("").to_string(),
+            value: v["value"].as_str().unwrap_or("").to_string(),
+            target: v["target"].as_str().unwrap_or("").to_string(),
+        })
+        .collect();
+    Some(rows)
 }
 
 /// Where the release build of the CLI is, for the run inside the namespace.
 const AGENTLOOP_BINARY: &str = "ACP_BENCH_AGENTLOOP";
 
-/// Inside the namespace: measures and prints the rows as JSON lines.
-pub fn in_netns_main() -> i32 {
-    let Some(binary) = std::env::var_os(AGENTLOOP_BINARY) else {
+/// The release CLI named by [`in_netns`], inside the namespace.
+pub fn netns_binary() -> Option<PathBuf> {
+    let binary = std::env::var_os(AGENTLOOP_BINARY).map(PathBuf::from);
+    if binary.is_none() {
         eprintln!("bench: {AGENTLOOP_BINARY} is not set");
-        return 2;
-    };
-    for r in measure_with(Path::new(&binary)) {
+    }
+    binary
+}
+
+/// Prints rows as JSON lines, for [`in_netns`] to read back.
+pub fn print_rows(rows: Vec<Row>) {
+    for r in rows {
         println!(
             "{}",
             json!({"name": r.name, "value": r.value, "target": r.target})
         );
     }
+}
+
+/// Inside the namespace: measures and prints the rows as JSON lines.
+pub fn in_netns_main() -> i32 {
+    let Some(binary) = netns_binary() else {
+        return 2;
+    };
+    print_rows(measure_with(&binary));
     0
 }
 
@@ -237,7 +256,7 @@ fn agentloop(binary: &Path, url: &str) -> Agent {
 /// Codex's configuration: one model provider on the loopback model, Responses over HTTP;
 /// its workspace sandbox without `/tmp` (bubblewrap would make a `/tmp/.git` mount point
 /// on the host, and a `.git` in `/tmp` turns every temporary directory into a checkout).
-fn codex_config(url: &str) -> String {
+pub fn codex_config(url: &str) -> String {
     format!(
         "model_provider = \"bench\"\nmodel = \"gpt-5.3-codex\"\n\
          sandbox_mode = \"workspace-write\"\napproval_policy = \"on-request\"\n\n\

@@ -18,6 +18,7 @@ mod containers;
 mod e2e;
 mod exec;
 mod grep;
+mod harness;
 mod loop_;
 mod mcp;
 mod prompt;
@@ -74,6 +75,7 @@ const SECTIONS: &[Section] = &[
     ("scale", scale::run),
     ("checkpoint", checkpoint::run),
     ("acp", acp::run),
+    ("harness", harness::run),
 ];
 
 /// CPU model, cores, kernel and load: what the figures were measured on.
@@ -104,6 +106,9 @@ fn main() {
     }
     if wanted.first().is_some_and(|a| a == acp::IN_NETNS) {
         std::process::exit(acp::in_netns_main());
+    }
+    if wanted.first().is_some_and(|a| a == harness::IN_NETNS) {
+        std::process::exit(harness::in_netns_main());
     }
     let mut wanted: Vec<String> = wanted.into_iter().chain(args).collect();
     // `scale N`: a number after `scale` is its session count, not a section.
