@@ -173,6 +173,47 @@ impl StdioChild {
         self.group.pid()
     }
 
+    /// Whether the child has exited (reaping it) or is exiting: its main thread already a
+    /// zombie while its other threads end, which `waitpid` does not report until the last
+    /// one is gone (a multithreaded server killed by a signal shows this for a moment).
+    pub(crate) fn has_ended(&mut self) -> bool {
+        if self.try_exited().is_some() {
+            return true;
+        }
+        // `/proc/PID/stat`: the state follows the last `)`. One small read, no allocation.
+        let mut digits = [0u8; 10];
+        let mut pid = self.id();
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (pid % 10) as u8;
+            pid /= 10;
+            if pid == 0 {
+                break;
+            }
+        }
+        let mut path = [0u8; 32];
+        let mut at = 0;
+        for part in [b"/proc/".as_slice(), &digits[start..], b"/stat"] {
+            path[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        let Ok(path) = std::str::from_utf8(&path[..at]) else {
+            return false;
+        };
+        let mut stat = [0u8; 512];
+        let read = std::fs::File::open(path).and_then(|mut f| f.read(&mut stat));
+        let Ok(n) = read else {
+            return false;
+        };
+        let stat = &stat[..n];
+        let state = stat
+            .iter()
+            .rposition(|&b| b == b')')
+            .and_then(|close| stat[close + 1..].iter().find(|b| !b.is_ascii_whitespace()));
+        matches!(state, Some(b'Z' | b'X'))
+    }
+
     /// The child's exit status if it has exited (reaping it), `None` while it runs.
     pub(crate) fn try_exited(&mut self) -> Option<ExitStatus> {
         if self.group.try_reap() {

@@ -163,10 +163,11 @@ impl Connection {
     }
 
     /// Whether the connection has ended: the poll loop has seen its end, or the transport
-    /// has exited (the loop may not have read its end-of-file yet; a call sent now would
-    /// fail on the dead pipe instead of reconnecting).
+    /// has exited or is exiting (its main thread a zombie while the others end; the loop
+    /// may not have read its end-of-file yet, and a call sent now would fail on the dead
+    /// pipe instead of reconnecting).
     pub(crate) fn is_closed(&self) -> bool {
-        self.lock_pending().closed.is_some() || lock_child(&self.child).try_exited().is_some()
+        self.lock_pending().closed.is_some() || lock_child(&self.child).has_ended()
     }
 
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
