@@ -2,7 +2,8 @@
 //! pip packages, pinned there), found where the tests expect them. A missing one skips its
 //! test with a printed reason, or fails it under `AGENTLOOP_CI=1` (CI installs everything).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// `target/ci` under the repository root, whatever `CARGO_TARGET_DIR` says.
 pub fn dir() -> PathBuf {
@@ -58,4 +59,33 @@ pub fn acp_node_modules() -> Option<PathBuf> {
     )?;
     installed(modules.join("ajv/package.json"), "ajv")?;
     Some(modules)
+}
+
+/// The ATIF trajectory at `path`, parsed, once Harbor's own validator
+/// (`harbor.utils.trajectory_validator` from PyPI `harbor` 0.25.0, in
+/// `target/ci/harbor-venv`) has accepted it; without Harbor the validator's half is
+/// skipped as [`installed`] says.
+pub fn validated_trajectory(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let trajectory = serde_json::from_str(&text).unwrap();
+    let python = installed(
+        dir().join("harbor-venv/bin/python"),
+        "Harbor (PyPI harbor 0.25.0, its trajectory validator)",
+    );
+    if let Some(python) = python {
+        let out = Command::new(python)
+            .args(["-m", "harbor.utils.trajectory_validator"])
+            .arg(path)
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "Harbor's validator refused {}:\n{}{}\n{text}",
+            path.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    trajectory
 }

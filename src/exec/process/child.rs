@@ -7,7 +7,7 @@
 //! child and joins the stderr reader, so nothing it started outlives it.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -181,23 +181,12 @@ impl StdioChild {
             return true;
         }
         // `/proc/PID/stat`: the state follows the last `)`. One small read, no allocation.
-        let mut digits = [0u8; 10];
-        let mut pid = self.id();
-        let mut start = digits.len();
-        loop {
-            start -= 1;
-            digits[start] = b'0' + (pid % 10) as u8;
-            pid /= 10;
-            if pid == 0 {
-                break;
-            }
-        }
         let mut path = [0u8; 32];
-        let mut at = 0;
-        for part in [b"/proc/".as_slice(), &digits[start..], b"/stat"] {
-            path[at..at + part.len()].copy_from_slice(part);
-            at += part.len();
+        let mut rest = &mut path[..];
+        if write!(rest, "/proc/{}/stat", self.id()).is_err() {
+            return false;
         }
+        let at = 32 - rest.len();
         let Ok(path) = std::str::from_utf8(&path[..at]) else {
             return false;
         };

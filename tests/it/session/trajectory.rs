@@ -5,8 +5,7 @@
 //! `harbor` 0.25.0 in `target/ci/harbor-venv`, installed by `.ci/run`; without it that
 //! half is skipped with a printed reason, or fails under `AGENTLOOP_CI=1`).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use agentloop::llm::Usage;
 use agentloop::llm::scripted::{ScriptedModel, ScriptedTurn};
@@ -16,34 +15,9 @@ use serde_json::{Value, json};
 use support::GENEROUS;
 use support::session::*;
 
-/// Harbor's venv python, when installed.
-fn harbor_python() -> Option<PathBuf> {
-    support::ci::installed(
-        support::ci::dir().join("harbor-venv/bin/python"),
-        "Harbor (PyPI harbor 0.25.0, its trajectory validator)",
-    )
-}
-
 /// The trajectory at `path`, parsed, and passed by Harbor's validator when installed.
 fn validated(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap();
-    let trajectory: Value = serde_json::from_str(&text).unwrap();
-    if let Some(python) = harbor_python() {
-        let out = Command::new(python)
-            .args(["-m", "harbor.utils.trajectory_validator"])
-            .arg(path)
-            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "Harbor's validator refused {}:\n{}{}\n{text}",
-            path.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    trajectory
+    support::ci::validated_trajectory(path)
 }
 
 fn usage(input: u64, output: u64) -> Usage {

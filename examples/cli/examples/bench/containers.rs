@@ -27,8 +27,9 @@ use agentloop::tools;
 use serde_json::json;
 use support::podman::{Container, podman};
 
+use crate::remote::{median, timed};
 use crate::scale::{CONSUMERS, ROUNDS, Reading, children_pids, consume, status};
-use crate::{Row, e2e};
+use crate::{Row, e2e, ms};
 
 /// How many containers the many-containers rows run.
 const MANY: usize = 100;
@@ -42,28 +43,6 @@ fn row(name: impl Into<String>, value: String, target: &str) -> Row {
         value,
         target: target.to_string(),
     }
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn timed(runs: usize, mut call: impl FnMut()) -> Duration {
-    call(); // warm up
-    median(
-        (0..runs)
-            .map(|_| {
-                let start = Instant::now();
-                call();
-                start.elapsed()
-            })
-            .collect(),
-    )
 }
 
 pub fn run() -> Vec<Row> {

@@ -47,7 +47,6 @@ pub struct Row {
     pub target: String,
 }
 
-#[allow(dead_code)]
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }

@@ -46,12 +46,13 @@ fn us(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
+pub(crate) fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
 }
 
-fn timed(runs: usize, mut call: impl FnMut()) -> Duration {
+/// The median of `runs` timed calls, after one call to warm up.
+pub(crate) fn timed(runs: usize, mut call: impl FnMut()) -> Duration {
     call(); // warm up
     median(
         (0..runs)

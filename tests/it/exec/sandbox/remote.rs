@@ -162,14 +162,15 @@ fn escape_with_full_access(via: fn(&Fixture) -> Option<Via>) {
     assert!(outcome.text.contains("connected"), "{}", outcome.text);
 }
 
-/// The target's Landlock treated as absent: `Required` fails at connect with a
-/// [`RemoteError::Sandbox`] naming it; `BestEffort` connects, the warnings come back to the
-/// host and the header text names the sandbox applied.
-fn unenforceable(via: fn(&Fixture) -> Option<Via>) {
-    let f = fixture();
-    let Some(via) = via(&f) else { return };
-    let sandbox = Sandbox::new(SandboxPolicy::workspace_write()).with_landlock_abi_at_most(0);
-    let err = via.connect(&f, sandbox.clone()).unwrap_err();
+/// `sandbox` (required) is refused at connect with a [`RemoteError::Sandbox`] saying
+/// Landlock is not available there; best-effort, it connects and the target's warning
+/// says so. The best-effort environment.
+fn refused_required_then_warned(
+    via: &Via,
+    f: &Fixture,
+    sandbox: Sandbox,
+) -> RemoteExecutionEnvironment {
+    let err = via.connect(f, sandbox.clone()).unwrap_err();
     assert!(
         matches!(RemoteError::of(&err), Some(RemoteError::Sandbox { .. })),
         "{err:?}"
@@ -179,7 +180,7 @@ fn unenforceable(via: fn(&Fixture) -> Option<Via>) {
         "{err}"
     );
     let env = via
-        .connect(&f, sandbox.with_enforcement(Enforcement::BestEffort))
+        .connect(f, sandbox.with_enforcement(Enforcement::BestEffort))
         .unwrap();
     let warnings = env.warnings();
     assert!(
@@ -188,6 +189,17 @@ fn unenforceable(via: fn(&Fixture) -> Option<Via>) {
             .any(|w| w.contains("Landlock is not available")),
         "{warnings:?}"
     );
+    env
+}
+
+/// The target's Landlock treated as absent: `Required` fails at connect with a
+/// [`RemoteError::Sandbox`] naming it; `BestEffort` connects, the warnings come back to the
+/// host and the header text names the sandbox applied.
+fn unenforceable(via: fn(&Fixture) -> Option<Via>) {
+    let f = fixture();
+    let Some(via) = via(&f) else { return };
+    let sandbox = Sandbox::new(SandboxPolicy::workspace_write()).with_landlock_abi_at_most(0);
+    let env = refused_required_then_warned(&via, &f, sandbox);
     let applied = env.applied_sandbox().unwrap_or_default();
     assert!(
         applied.starts_with("workspace-write, network off") && applied.contains("ABI 0"),
@@ -273,25 +285,7 @@ fn a_container_that_filters_landlock_refuses_required_and_warns_best_effort() {
     };
     let via = Via::Podman(container);
     let sandbox = Sandbox::new(SandboxPolicy::workspace_write());
-    let err = via.connect(&f, sandbox.clone()).unwrap_err();
-    assert!(
-        matches!(RemoteError::of(&err), Some(RemoteError::Sandbox { .. })),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().contains("Landlock is not available"),
-        "{err}"
-    );
-    let env = via
-        .connect(&f, sandbox.with_enforcement(Enforcement::BestEffort))
-        .unwrap();
-    assert!(
-        env.warnings()
-            .iter()
-            .any(|w| w.contains("Landlock is not available")),
-        "{:?}",
-        env.warnings()
-    );
+    let env = refused_required_then_warned(&via, &f, sandbox);
     assert_ok(&sh(&env, "echo runs"));
 }
 
