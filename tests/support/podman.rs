@@ -43,10 +43,13 @@ pub fn stripped_server() -> PathBuf {
     .clone()
 }
 
-/// `podman ARGS`, its output (stdin closed).
+/// `podman ARGS`, its output (stdin closed). It runs in the temporary directory: a
+/// container's monitor (conmon) marks an OOM kill with a file `oom` in the directory it
+/// started in, which would otherwise be the test package's.
 pub fn podman(args: &[&str]) -> Output {
     Command::new("podman")
         .args(args)
+        .current_dir(std::env::temp_dir())
         .stdin(Stdio::null())
         .output()
         .expect("podman runs")
