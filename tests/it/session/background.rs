@@ -184,7 +184,11 @@ fn a_model_serves_http_curls_it_reads_the_log_and_stops_it(make: MakeEnv) {
                 );
             }
             if last.contains("hello from the workspace") {
-                return ScriptedTurn::tool_call("read_background_output", json!({"id": 1}));
+                // The server logs the request just after answering it: wait for that line.
+                return ScriptedTurn::tool_call(
+                    "read_background_output",
+                    json!({"id": 1, "wait_ms": 20_000}),
+                );
             }
             if last.contains("GET /hello.txt") {
                 return ScriptedTurn::tool_call("kill_background_process", json!({"id": 1}));
